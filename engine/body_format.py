@@ -1,0 +1,34 @@
+"""The one interface through which the store touches the bytes of a stored batch.
+
+The engine treats a CommitLog body as opaque. Where it must look inside (assigning the base
+offset in place, checking the body checksum at recovery, reading keys for the IndexFile,
+finding a record by timestamp) it calls a ``BodyFormat`` handed in by its owner. The Kafka
+RecordBatch v2 implementation lives in ``protocol.record_batch``.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol
+
+
+class BodyFormat(Protocol):
+    def assign(self, body: memoryview, base_offset: int, log_append_time: int | None) -> None:
+        """Write the broker-assigned base offset into a writable body, in place.
+
+        With ``log_append_time`` set, also set the batch's timestamp type and max timestamp to
+        it and recompute the checksum."""
+
+    def stored_checksum(self, body: memoryview) -> int:
+        """The checksum the body carries (CommitLog BODYCRC reuses it)."""
+
+    def computed_checksum(self, body: memoryview) -> int:
+        """The checksum computed over the body's covered bytes (recovery compares the two)."""
+
+    def keys(self, body: memoryview) -> Iterator[bytes]:
+        """The non-null record keys in the body, decompressing where needed (never hot path)."""
+
+    def offset_for_timestamp(self, body: memoryview, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after ``timestamp``, or None."""
+
+    def max_timestamp_offset(self, body: memoryview) -> tuple[int, int] | None:
+        """(offset, timestamp) of the record with the largest timestamp, or None if empty."""

@@ -1,0 +1,50 @@
+"""Store settings: one dataclass, defaults follow RocketMQ's MessageStoreConfig where one exists."""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from pathlib import Path
+
+GIB = 1 << 30
+
+
+class FlushDiskType(enum.Enum):
+    """When an append counts as durable (RocketMQ's flushDiskType)."""
+
+    ASYNC_FLUSH = "ASYNC_FLUSH"  # page cache now, fdatasync every interval / N dirty pages
+    SYNC_FLUSH = "SYNC_FLUSH"  # group commit: waiters share one fdatasync
+
+
+@dataclass
+class StoreConfig:
+    data_dir: Path = Path("./data")
+    commitlog_segment_bytes: int = GIB  # mappedFileSizeCommitLog
+    consumequeue_entries_per_file: int = 300_000  # mappedFileSizeConsumeQueue / 20
+    flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
+    flush_interval_ms: int = 500  # flushIntervalCommitLog
+    flush_least_pages: int = 4  # flushCommitLogLeastPages
+    flush_thorough_interval_ms: int = 10_000  # flushCommitLogThoroughInterval
+    sync_flush_timeout_ms: int = 5_000  # syncFlushTimeout
+    consumequeue_flush_interval_ms: int = 1_000  # flushIntervalConsumeQueue
+    warm_mapped_file: bool = False  # warmMapedFileEnable: touch every page of a new segment
+    index_enable: bool = True  # build IndexFile keys behind the dispatcher
+    index_hash_slots: int = 5_000_000  # maxHashSlotNum
+    index_max_entries: int = 20_000_000  # maxIndexNum
+    # Retention. Per-topic retention.ms / retention.bytes advance log start offsets; CommitLog
+    # segments wholly below every partition's log start are deleted. The two RocketMQ rules below
+    # delete segments regardless of topic retention, so the age rule is off by default.
+    retention_check_interval_ms: int = 300_000  # log.retention.check.interval.ms
+    log_retention_ms: int = 7 * 24 * 3600 * 1000  # broker default for retention.ms
+    log_retention_bytes: int = -1  # broker default for retention.bytes
+    file_reserved_time_ms: int = -1  # fileReservedTime; -1 = only topic retention deletes
+    disk_max_used_space_ratio: float = 0.90  # diskMaxUsedSpaceRatio: above it, oldest goes
+    max_open_consumequeue_files: int = 0  # 0 = derived from RLIMIT_NOFILE
+
+    def __post_init__(self) -> None:
+        self.data_dir = Path(self.data_dir)
+        if isinstance(self.flush_disk_type, str):
+            self.flush_disk_type = FlushDiskType(self.flush_disk_type.upper())
+        if self.commitlog_segment_bytes < 4096:
+            raise ValueError(f"commitlog segment size {self.commitlog_segment_bytes} < 4096")
+        if self.consumequeue_entries_per_file < 1:
+            raise ValueError("consumequeue_entries_per_file must be positive")

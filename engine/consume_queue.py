@@ -1,0 +1,190 @@
+"""ConsumeQueue: one topic-partition's index into the CommitLog; entry N is Kafka offset N.
+
+Unit layout (big-endian, 20 bytes), files of ``entries_per_file`` units named by their start
+byte offset (RocketMQ's naming):
+
+    offset  size  field
+    0       8     phyOffset   where the batch's CommitLog entry starts
+    8       4     size        the whole CommitLog entry's size
+    12      8     tagsCode    the largest batch max timestamp up to and including this batch
+
+Every offset of a batch gets the same unit (one bytes multiplication), so finding an offset is
+one multiplication. tagsCode is a running maximum, like Kafka's time index, so a binary search
+finds the first batch whose max timestamp reaches a target even when producers' clocks go back.
+Entries are written with pwrite (a full disk is an OSError, never a SIGBUS) and read through a
+mapping; the files are sparse and derived state, rebuilt from the CommitLog when lost.
+"""
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+from engine.file_handle_cache import FileHandleCache
+from engine.mapped_file import MappedFile
+from engine.mapped_file_queue import StoreDamaged, segment_starts
+from engine.paths import offset_file_name
+
+log = logging.getLogger(__name__)
+
+CQ_UNIT = struct.Struct(">qiq")  # phyOffset, size, tagsCode
+UNIT_SIZE = CQ_UNIT.size
+NO_TIMESTAMP = -1
+
+
+class ConsumeQueue:
+    def __init__(self, topic: str, partition: int, directory: Path, entries_per_file: int,
+                 handles: FileHandleCache) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.directory = directory
+        self.entries_per_file = entries_per_file
+        self.file_bytes = entries_per_file * UNIT_SIZE
+        self._handles = handles
+        self.file_indexes: list[int] = []  # file i holds offsets [i * entries_per_file, ...)
+        self.min_offset = 0  # first stored entry
+        self.max_offset = 0  # next offset to assign
+        self.last_tags = NO_TIMESTAMP
+        self.max_phy_end = 0  # end of the last batch's CommitLog entry
+
+    def __repr__(self) -> str:
+        return f"ConsumeQueue({self.topic}-{self.partition})"
+
+    def load(self) -> None:
+        """Find the stored range; non-contiguous or resized files mean a damaged queue."""
+        starts = segment_starts(self.directory)
+        for start in starts:
+            size = (self.directory / offset_file_name(start)).stat().st_size
+            if start % self.file_bytes or size != self.file_bytes:
+                raise StoreDamaged(f"{self}: file {start} has size {size} / misaligned start")
+        self.file_indexes = [start // self.file_bytes for start in starts]
+        if not self.file_indexes:
+            return
+        if len(self.file_indexes) != self.file_indexes[-1] - self.file_indexes[0] + 1:
+            raise StoreDamaged(f"{self}: missing files between {starts[0]} and {starts[-1]}")
+        self.min_offset = self._first_used(self.file_indexes[0])
+        self.max_offset = self._end_of_data(self.file_indexes[-1])
+        self._refresh_last()
+
+    def _first_used(self, index: int) -> int:
+        """The first non-empty unit of the first file (a rebuilt queue may start mid-file)."""
+        first = index * self.entries_per_file
+        if self._size_at(first):
+            return first
+        data = bytes(self._file(index).view())
+        zeros = len(data) - len(data.lstrip(b"\0"))
+        return first if zeros == len(data) else first + zeros // UNIT_SIZE
+
+    def _end_of_data(self, index: int) -> int:
+        """Binary search in the last file for the first empty unit after the data."""
+        lo = max(index * self.entries_per_file, self.min_offset)
+        hi = (index + 1) * self.entries_per_file
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._size_at(mid):
+                lo = mid + 1
+            else:
+                hi = mid
+        return max(lo, self.min_offset)
+
+    def _refresh_last(self) -> None:
+        if self.max_offset > self.min_offset:
+            phy, size, tags = self.get(self.max_offset - 1)
+            self.last_tags, self.max_phy_end = tags, phy + size
+        else:
+            self.last_tags, self.max_phy_end = NO_TIMESTAMP, 0
+
+    def put(self, queue_offset: int, count: int, phy: int, size: int, timestamp: int) -> None:
+        """Write ``count`` identical units for a batch at its base offset."""
+        if not self.file_indexes:
+            self.min_offset = queue_offset
+        self.last_tags = max(self.last_tags, timestamp)
+        data = memoryview(CQ_UNIT.pack(phy, size, self.last_tags) * count)
+        pos = queue_offset * UNIT_SIZE
+        while data:
+            index, at = divmod(pos, self.file_bytes)
+            chunk = data[: self.file_bytes - at]
+            mapped = self._file(index, create=True)
+            mapped.write_at(at, (chunk,), len(chunk))
+            mapped.wrote_position = max(mapped.wrote_position, at + len(chunk))
+            self._handles.mark_dirty(mapped)
+            data = data[len(chunk):]
+            pos += len(chunk)
+        self.max_offset = queue_offset + count
+        self.max_phy_end = phy + size
+
+    def get(self, offset: int) -> tuple[int, int, int]:
+        """(phyOffset, size, tagsCode) of ``offset``; size 0 marks a hole."""
+        index, at = divmod(offset * UNIT_SIZE, self.file_bytes)
+        return CQ_UNIT.unpack_from(self._file(index).view(), at)
+
+    def _size_at(self, offset: int) -> int:
+        return self.get(offset)[1]
+
+    def search_offset(self, predicate: Callable[[tuple[int, int, int]], bool], lo: int) -> int:
+        """The first offset in [lo, max_offset) whose unit satisfies a monotone predicate."""
+        hi = self.max_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if predicate(self.get(mid)):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def truncate_phy(self, phy_end: int) -> None:
+        """Drop the units that point at or past ``phy_end`` (a CommitLog tail cut at recovery)."""
+        if self.max_phy_end <= phy_end:
+            return
+        cut = self.search_offset(lambda unit: unit[0] >= phy_end, self.min_offset)
+        log.warning("recovery: %s truncated from offset %d to %d", self, self.max_offset, cut)
+        self.truncate_offset(cut)
+
+    def truncate_offset(self, offset: int) -> None:
+        """Drop every unit from ``offset`` on."""
+        keep = offset * UNIT_SIZE // self.file_bytes
+        for index in [i for i in self.file_indexes if i > keep]:
+            self._delete_file(index)
+        if keep in self.file_indexes:
+            self._file(keep).truncate_to(offset * UNIT_SIZE - keep * self.file_bytes)
+        self.max_offset = max(offset, self.min_offset)
+        self._refresh_last()
+
+    def delete_files_below(self, offset: int) -> int:
+        """Delete files wholly below ``offset``; the last file always stays. Returns how many."""
+        count = 0
+        while len(self.file_indexes) > 1 and \
+                (self.file_indexes[0] + 1) * self.entries_per_file <= offset:
+            self._delete_file(self.file_indexes[0])
+            count += 1
+        if self.file_indexes:
+            self.min_offset = max(self.min_offset, self.file_indexes[0] * self.entries_per_file)
+        return count
+
+    def destroy(self) -> None:
+        for index in list(self.file_indexes):
+            self._delete_file(index)
+
+    def _path(self, index: int) -> Path:
+        return self.directory / offset_file_name(index * self.file_bytes)
+
+    def _file(self, index: int, create: bool = False) -> MappedFile:
+        path = self._path(index)
+        if index not in self.file_indexes:
+            if not create:
+                raise IndexError(f"{self}: no file for unit {index * self.entries_per_file}")
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self.file_indexes.append(index)
+            self.file_indexes.sort()
+        return self._handles.get(path, lambda: MappedFile(
+            path, index * self.file_bytes, self.file_bytes, create=create, reserve=False))
+
+    def _delete_file(self, index: int) -> None:
+        path = self._path(index)
+        mapped = self._handles.forget(path)
+        if mapped is not None:
+            mapped.destroy()
+        else:
+            path.unlink(missing_ok=True)
+        self.file_indexes.remove(index)

@@ -1,0 +1,51 @@
+"""Dispatcher (RocketMQ's ReputMessageService): CommitLog entries become ConsumeQueue units.
+
+One code path serves live appends (dispatched right after the append, on the event loop) and
+start-up replay (whatever the ConsumeQueues lack is re-dispatched from the CommitLog). Replay is
+idempotent: a unit already present is skipped. The IndexFile builder follows behind on its own.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from engine.commit_log import CommitLog, DispatchRequest
+from engine.consume_queue_store import ConsumeQueueStore
+
+log = logging.getLogger(__name__)
+
+Listener = Callable[[DispatchRequest], None]
+
+
+class Dispatcher:
+    def __init__(self, queues: ConsumeQueueStore) -> None:
+        self.queues = queues
+        self.dispatched_offset = 0  # every CommitLog entry below this is in its ConsumeQueue
+        self.listeners: list[Listener] = []
+
+    def dispatch(self, req: DispatchRequest) -> None:
+        queue = self.queues.get(req.topic, req.partition)
+        queue.put(req.queue_offset, req.offset_count, req.phy_offset, req.size, req.max_timestamp)
+        self.dispatched_offset = req.phy_offset + req.size
+        for listener in self.listeners:
+            listener(req)
+
+    def replay(self, commit_log: CommitLog, start: int, accept: Callable[[DispatchRequest], bool]
+               ) -> int:
+        """Re-dispatch entries from ``start`` that their queues lack; returns how many."""
+        count = 0
+        for req in commit_log.iter_entries(start, check_crc=False):
+            if accept(req) and self._lacks(req):
+                self.dispatch(req)
+                count += 1
+        self.dispatched_offset = commit_log.max_offset
+        return count
+
+    def _lacks(self, req: DispatchRequest) -> bool:
+        queue = self.queues.get(req.topic, req.partition)
+        if req.queue_offset < queue.max_offset:
+            return False
+        if req.queue_offset > queue.max_offset and queue.max_offset > queue.min_offset:
+            log.error("replay: %s-%d jumps from offset %d to %d (phy %d); the gap stays empty",
+                      req.topic, req.partition, queue.max_offset, req.queue_offset, req.phy_offset)
+        return True

@@ -1,0 +1,83 @@
+"""A bounded LRU of open ConsumeQueue files, so 10,000 idle partitions hold no descriptors.
+
+Each open file costs a descriptor (appends use pwrite) and, once read, a mapping. The cap keeps
+both under RLIMIT_NOFILE and vm.max_map_count. A file evicted with unflushed bytes is handed to
+the ConsumeQueue flush service (``retired``), which syncs and closes it off the event loop.
+"""
+from __future__ import annotations
+
+import resource
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+
+from engine.mapped_file import MappedFile
+
+RESERVED_DESCRIPTORS = 2048  # sockets, CommitLog segments, index files, logs
+
+
+def default_capacity() -> int:
+    """Raise the soft descriptor limit to the hard one and leave room for everything else."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        soft = hard
+    limit = 65536 if soft == resource.RLIM_INFINITY else soft
+    return max(64, min(limit - RESERVED_DESCRIPTORS, 30_000))
+
+
+class FileHandleCache:
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._open: OrderedDict[Path, MappedFile] = OrderedDict()
+        self.dirty: set[MappedFile] = set()
+        self.flushing: set[MappedFile] = set()  # being synced on a worker thread: do not close
+        self.retired: list[MappedFile] = []
+
+    def get(self, path: Path, opener: Callable[[], MappedFile]) -> MappedFile:
+        mapped = self._open.get(path)
+        if mapped is not None:
+            self._open.move_to_end(path)
+            return mapped
+        mapped = opener()
+        self._open[path] = mapped
+        while len(self._open) > self.capacity:
+            self._evict(self._open.popitem(last=False)[1])
+        return mapped
+
+    def mark_dirty(self, mapped: MappedFile) -> None:
+        self.dirty.add(mapped)
+
+    def forget(self, path: Path) -> MappedFile | None:
+        """Drop a file that is being deleted; the caller destroys it."""
+        mapped = self._open.pop(path, None)
+        if mapped is not None:
+            self.dirty.discard(mapped)
+        return mapped
+
+    def take_flush_work(self) -> tuple[list[MappedFile], list[MappedFile]]:
+        """(files to sync, the retired ones among them to close after), pinned until finished."""
+        retired, self.retired = self.retired, []
+        self.flushing = self.dirty | set(retired)
+        self.dirty = set()
+        return list(self.flushing), retired
+
+    def finish_flush(self, retired: list[MappedFile]) -> None:
+        self.flushing = set()
+        for mapped in retired:
+            mapped.close()
+
+    def close_all(self) -> None:
+        for mapped in list(self._open.values()) + self.retired:
+            mapped.flush()
+            mapped.close()
+        self._open.clear()
+        self.dirty.clear()
+        self.retired = []
+
+    def _evict(self, mapped: MappedFile) -> None:
+        if mapped in self.dirty or mapped in self.flushing:
+            self.dirty.discard(mapped)
+            self.retired.append(mapped)
+        else:
+            mapped.close()

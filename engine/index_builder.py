@@ -1,0 +1,125 @@
+"""IndexBuilder: a worker thread that follows the CommitLog and feeds the IndexFiles.
+
+Keys live inside records, possibly compressed, so indexing stays off the append path: the
+worker reads entries behind the dispatcher, asks the BodyFormat for their keys and puts
+``topic#key`` into the IndexService. It may lag; ``index_flushed`` in the checkpoint says how far
+the IndexFiles are on disk, and after a restart it resumes from there (a key indexed twice is
+harmless: lookups drop duplicate hits).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from engine.body_format import BodyFormat
+from engine.checkpoint import StoreCheckpoint
+from engine.commit_log import CommitLog
+from engine.config import StoreConfig
+from engine.index_file import IndexService
+
+log = logging.getLogger(__name__)
+
+FLUSH_INTERVAL_S = 1.0
+ENTRIES_PER_ROUND = 256  # then let the event loop have the GIL
+
+
+class IndexBuilder:
+    def __init__(self, directory: Path, commit_log: CommitLog, body_format: BodyFormat,
+                 checkpoint: StoreCheckpoint, config: StoreConfig, dispatched: Callable[[], int]
+                 ) -> None:
+        self.enabled = config.index_enable
+        self.service = IndexService(directory, config.index_hash_slots, config.index_max_entries)
+        self._commit_log = commit_log
+        self._body_format = body_format
+        self._checkpoint = checkpoint
+        self._dispatched = dispatched
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.position = 0  # the next CommitLog offset to index
+        self._flushed_position = 0
+
+    def start(self) -> None:
+        if not self.enabled:
+            return
+        self.service.load()
+        resume = self.service.truncate_after(self._commit_log.max_offset)
+        start = min(self._checkpoint.value.index_flushed, resume)
+        self.position = self._flushed_position = max(start, self._commit_log.min_offset)
+        self._thread = threading.Thread(target=self._run, name="index-builder", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        if self._thread is None:
+            return
+        self._stop.set()
+        self._wake.set()
+        self._thread.join()
+        self._flush()
+        self.service.close()
+
+    def query(self, key: bytes, begin_ms: int, end_ms: int, max_count: int) -> list[int]:
+        """CommitLog offsets of entries whose keys hash like ``key``, newest first, no repeats."""
+        if not self.enabled:
+            return []
+        return list(dict.fromkeys(self.service.query(key, begin_ms, end_ms, max_count)))
+
+    @property
+    def lag_bytes(self) -> int:
+        return max(0, self._dispatched() - self.position)
+
+    def _run(self) -> None:
+        last_flush = time.monotonic()
+        while not self._stop.is_set():
+            if not self._index_some():
+                self._wake.wait(FLUSH_INTERVAL_S)
+                self._wake.clear()
+            if time.monotonic() - last_flush >= FLUSH_INTERVAL_S:
+                self._flush()
+                last_flush = time.monotonic()
+
+    def _index_some(self) -> bool:
+        """Index up to a round of entries; False when caught up."""
+        end = self._dispatched()
+        for _ in range(ENTRIES_PER_ROUND):
+            if self.position >= end:
+                return False
+            self.position = max(self.position, self._commit_log.min_offset)
+            req, size = self._commit_log.decode(self.position, check_crc=False)
+            if size == 0:
+                log.error("index: no valid CommitLog entry at %d below the dispatched end %d; "
+                          "skipping to it", self.position, end)
+                self.position = end
+                return False
+            if req is not None:
+                self._index_entry(req.topic, req.partition, req.store_timestamp, size)
+            self.position += size
+        return True
+
+    def _index_entry(self, topic: str, partition: int, store_timestamp: int, size: int) -> None:
+        try:
+            body = self._commit_log.body(self.position, size)
+            prefix = topic.encode() + b"#"
+            keys = [prefix + key for key in self._body_format.keys(body)]
+            if keys:
+                self.service.put_keys(keys, self.position, store_timestamp)
+        except Exception as exc:  # a batch we cannot read must not stop the index
+            log.warning("index: skipping %s-%d entry at CommitLog offset %d: %s", topic,
+                        partition, self.position, exc)
+
+    def _flush(self) -> None:
+        position = self.position
+        try:
+            self.service.flush()
+        except OSError as exc:
+            log.error("index: flush failed: %s", exc)
+            return
+        self._flushed_position = position
+        value = self._checkpoint.value
+        value.index_flushed, value.index_msg_timestamp = position, int(time.time() * 1000)

@@ -1,0 +1,76 @@
+"""The ``commitgate`` command line."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from gateway import settings
+
+app = typer.Typer(help="CommitGate: a Kafka-compatible broker over a RocketMQ-style store.",
+                  no_args_is_help=True, add_completion=False)
+bench_app = typer.Typer(help="Benchmarks (figures, not tests).", no_args_is_help=True)
+app.add_typer(bench_app, name="bench")
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+@app.command(help="Start CommitGate on the store in log.dirs (default ./data).\n\n"
+                  "Settings (as --override KEY=VALUE or lines of --config FILE):\n\n"
+                  + settings.describe().replace("\n", "\n\n"))
+def serve(
+    config: Annotated[Optional[Path], typer.Option(help="a Kafka-style .properties file")] = None,
+    override: Annotated[list[str], typer.Option(help="KEY=VALUE, may repeat")] = [],  # noqa: B006
+    log_level: Annotated[str, typer.Option(help="debug, info, warning, error")] = "info",
+) -> None:
+    _setup_logging(log_level)
+    try:
+        store_config = settings.load(config, override)
+    except (ValueError, OSError) as exc:
+        raise typer.BadParameter(str(exc)) from None
+    from gateway.server import run_store_only
+
+    _run(run_store_only(store_config))
+
+
+@app.command(help="Append, read back, restart and verify a store in a temporary directory.")
+def selfcheck(log_level: str = "warning") -> None:
+    _setup_logging(log_level)
+    from gateway.selfcheck import run_selfcheck
+
+    _run(run_selfcheck())
+
+
+@bench_app.command("store", help="Measure the store alone: raw disk, appends, reads, partitions.")
+def bench_store(
+    data_dir: Annotated[Optional[Path], typer.Option(help="where to write (default: a temp dir)")] = None,
+    volume_mb: Annotated[int, typer.Option(help="MiB written per measurement")] = 512,
+) -> None:
+    from bench.store import main as bench_main
+
+    bench_main(data_dir, volume_mb)
+
+
+def _run(coro) -> None:
+    try:
+        import uvloop
+
+        uvloop.run(coro)
+    except ImportError:
+        asyncio.run(coro)
+
+
+async def wait_for_stop_signal() -> None:
+    """Return on SIGINT or SIGTERM."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()

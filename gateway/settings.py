@@ -1,0 +1,111 @@
+"""Broker settings from a Kafka-style ``.properties`` file plus ``--override KEY=VALUE`` pairs.
+
+Names follow Kafka's broker configs where one exists and RocketMQ's store settings otherwise;
+each maps onto one ``StoreConfig`` field. Unknown names are refused, so a typo never passes
+silently.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from engine.config import FlushDiskType, StoreConfig
+
+
+@dataclass(frozen=True)
+class Setting:
+    field: str
+    parse: Callable[[str], object]
+    help: str
+
+
+def _bool(text: str) -> bool:
+    if text.lower() not in ("true", "false"):
+        raise ValueError(f"expected true or false, got {text!r}")
+    return text.lower() == "true"
+
+
+def _log_dirs(text: str) -> Path:
+    dirs = [d for d in text.split(",") if d.strip()]
+    if len(dirs) != 1:
+        raise ValueError("exactly one directory is supported in log.dirs")
+    return Path(dirs[0].strip())
+
+
+SETTINGS: dict[str, Setting] = {
+    "log.dirs": Setting("data_dir", _log_dirs, "data directory (default ./data)"),
+    "log.dir": Setting("data_dir", _log_dirs, "same as log.dirs"),
+    "flush.disk.type": Setting("flush_disk_type", lambda t: FlushDiskType(t.upper()),
+                               "ASYNC_FLUSH (default) or SYNC_FLUSH (group commit)"),
+    "commitlog.segment.bytes": Setting("commitlog_segment_bytes", int,
+                                       "CommitLog segment size (default 1 GiB)"),
+    "consumequeue.entries.per.file": Setting("consumequeue_entries_per_file", int,
+                                             "ConsumeQueue units per file (default 300000)"),
+    "flush.interval.ms": Setting("flush_interval_ms", int, "ASYNC_FLUSH timer (default 500)"),
+    "flush.least.pages": Setting("flush_least_pages", int,
+                                 "ASYNC_FLUSH syncs once this many pages are dirty (default 4)"),
+    "flush.thorough.interval.ms": Setting("flush_thorough_interval_ms", int,
+                                          "ASYNC_FLUSH syncs anything dirty this often"),
+    "sync.flush.timeout.ms": Setting("sync_flush_timeout_ms", int,
+                                     "SYNC_FLUSH: give up waiting for the disk after this"),
+    "consumequeue.flush.interval.ms": Setting("consumequeue_flush_interval_ms", int,
+                                              "ConsumeQueue sync timer (default 1000)"),
+    "warm.mapped.file.enable": Setting("warm_mapped_file", _bool,
+                                       "touch every page of a new CommitLog segment"),
+    "index.enable": Setting("index_enable", _bool, "build the key IndexFiles (default true)"),
+    "index.hash.slots": Setting("index_hash_slots", int, "IndexFile hash slots (5000000)"),
+    "index.max.entries": Setting("index_max_entries", int, "IndexFile entries (20000000)"),
+    "log.retention.check.interval.ms": Setting("retention_check_interval_ms", int,
+                                               "how often retention runs (default 300000)"),
+    "log.retention.ms": Setting("log_retention_ms", int, "default retention.ms (7 days)"),
+    "log.retention.hours": Setting("log_retention_ms", lambda t: int(t) * 3_600_000,
+                                   "default retention in hours"),
+    "log.retention.bytes": Setting("log_retention_bytes", int, "default retention.bytes (-1)"),
+    "file.reserved.time.ms": Setting("file_reserved_time_ms", int,
+                                     "delete CommitLog segments older than this (-1: never)"),
+    "disk.max.used.space.ratio": Setting("disk_max_used_space_ratio", float,
+                                         "above this disk usage, oldest segments go (0.90)"),
+}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """``key=value`` (or ``key: value``) lines; ``#`` and ``!`` start comments."""
+    pairs = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        sep = min((i for i in (line.find("="), line.find(":")) if i > 0), default=-1)
+        if sep < 0:
+            raise ValueError(f"line {number}: expected key=value, got {raw!r}")
+        pairs[line[:sep].strip()] = line[sep + 1 :].strip()
+    return pairs
+
+
+def store_config(properties: dict[str, str]) -> StoreConfig:
+    """Build the store's settings; raises ValueError naming the bad key."""
+    values = {}
+    for key, text in properties.items():
+        setting = SETTINGS.get(key)
+        if setting is None:
+            raise ValueError(f"unknown setting {key!r} (see `commitgate serve --help`)")
+        try:
+            values[setting.field] = setting.parse(text)
+        except ValueError as exc:
+            raise ValueError(f"setting {key}={text!r}: {exc}") from None
+    return StoreConfig(**values)
+
+
+def load(config_file: Path | None, overrides: list[str]) -> StoreConfig:
+    properties = parse_properties(config_file.read_text()) if config_file else {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--override takes KEY=VALUE, got {item!r}")
+        properties[key.strip()] = value.strip()
+    return store_config(properties)
+
+
+def describe() -> str:
+    return "\n".join(f"{k}: {s.help}" for k, s in SETTINGS.items())
