@@ -171,14 +171,17 @@ class ConsumeQueue:
 
     def _file(self, index: int, create: bool = False) -> MappedFile:
         path = self._path(index)
-        if index not in self.file_indexes:
+        is_new = index not in self.file_indexes
+        if is_new:
             if not create:
                 raise IndexError(f"{self}: no file for unit {index * self.entries_per_file}")
             self.directory.mkdir(parents=True, exist_ok=True)
+        mapped = self._handles.get(path, lambda: MappedFile(
+            path, index * self.file_bytes, self.file_bytes, create=is_new, reserve=False))
+        if is_new:
             self.file_indexes.append(index)
             self.file_indexes.sort()
-        return self._handles.get(path, lambda: MappedFile(
-            path, index * self.file_bytes, self.file_bytes, create=create, reserve=False))
+        return mapped
 
     def _delete_file(self, index: int) -> None:
         path = self._path(index)

@@ -142,6 +142,8 @@ def _open(path: Path, size: int, create: bool, reserve: bool) -> int:
             os.ftruncate(fd, size)
     except BaseException:
         os.close(fd)
+        if create:  # a half-made segment would read as a damaged store at the next start
+            path.unlink(missing_ok=True)
         raise
     return fd
 

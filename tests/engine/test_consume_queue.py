@@ -1,0 +1,113 @@
+"""ConsumeQueue: units per offset, file boundaries, load, time search, truncation, deletion."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from engine.consume_queue import CQ_UNIT, UNIT_SIZE, ConsumeQueue
+from engine.file_handle_cache import FileHandleCache
+from engine.mapped_file_queue import StoreDamaged
+from engine.paths import offset_file_name
+
+
+def _queue(tmp_path, per_file=10, capacity=16) -> ConsumeQueue:
+    queue = ConsumeQueue("t", 0, tmp_path / "t" / "0", per_file, FileHandleCache(capacity))
+    queue.load()
+    return queue
+
+
+def test_every_offset_of_a_batch_points_at_the_batch(tmp_path):
+    queue = _queue(tmp_path)
+    queue.put(0, 3, phy=100, size=50, timestamp=7)
+    queue.put(3, 1, phy=150, size=60, timestamp=9)
+    assert [queue.get(o) for o in range(4)] == [(100, 50, 7)] * 3 + [(150, 60, 9)]
+    assert (queue.min_offset, queue.max_offset, queue.max_phy_end) == (0, 4, 210)
+
+
+def test_batch_crossing_a_file_boundary_is_split(tmp_path):
+    queue = _queue(tmp_path, per_file=10)
+    queue.put(0, 8, phy=0, size=10, timestamp=1)
+    queue.put(8, 5, phy=10, size=10, timestamp=2)
+    assert queue.file_indexes == [0, 1]
+    assert queue.get(9) == queue.get(12) == (10, 10, 2)
+    files = sorted(p.name for p in (tmp_path / "t" / "0").iterdir())
+    assert files == [offset_file_name(0), offset_file_name(10 * UNIT_SIZE)]
+
+
+def test_tags_code_is_a_running_max_of_batch_timestamps(tmp_path):
+    queue = _queue(tmp_path)
+    for offset, ts in enumerate([10, 30, 20, 40]):
+        queue.put(offset, 1, phy=offset * 10, size=10, timestamp=ts)
+    assert [queue.get(o)[2] for o in range(4)] == [10, 30, 30, 40]
+    assert queue.search_offset(lambda unit: unit[2] >= 25, 0) == 1
+    assert queue.search_offset(lambda unit: unit[2] >= 41, 0) == 4
+
+
+def test_load_finds_the_end_by_binary_search(tmp_path):
+    queue = _queue(tmp_path, per_file=100)
+    for offset in range(37):
+        queue.put(offset, 1, phy=offset * 10 + 5, size=10, timestamp=offset)
+    queue._handles.close_all()
+    again = _queue(tmp_path, per_file=100)
+    assert (again.min_offset, again.max_offset) == (0, 37)
+    assert (again.last_tags, again.max_phy_end) == (36, 375)
+
+
+def test_queue_rebuilt_mid_log_starts_at_its_first_offset(tmp_path):
+    queue = _queue(tmp_path, per_file=100)
+    queue.put(42, 3, phy=5000, size=70, timestamp=1)
+    assert queue.min_offset == 42
+    queue._handles.close_all()
+    again = _queue(tmp_path, per_file=100)
+    assert (again.min_offset, again.max_offset) == (42, 45)
+
+
+def test_truncate_phy_drops_units_past_the_commitlog_end(tmp_path):
+    queue = _queue(tmp_path, per_file=4)
+    for offset in range(10):
+        queue.put(offset, 1, phy=offset * 100, size=100, timestamp=offset)
+    queue.truncate_phy(550)  # entries at phy 600.. are gone; 500 ends past 550 but starts before
+    assert queue.max_offset == 6
+    assert queue.file_indexes == [0, 1]
+    assert queue.max_phy_end == 600
+    queue.put(6, 1, phy=550, size=10, timestamp=99)
+    assert queue.get(6) == (550, 10, 99)
+
+
+def test_delete_files_below_keeps_the_last_file(tmp_path):
+    queue = _queue(tmp_path, per_file=4)
+    for offset in range(10):
+        queue.put(offset, 1, phy=offset, size=1, timestamp=0)
+    assert queue.delete_files_below(9) == 2
+    assert queue.file_indexes == [2]
+    assert queue.min_offset == 8
+    assert queue.delete_files_below(100) == 0
+
+
+def test_missing_middle_file_is_damage(tmp_path):
+    queue = _queue(tmp_path, per_file=2)
+    for offset in range(6):
+        queue.put(offset, 1, phy=offset, size=1, timestamp=0)
+    queue._handles.close_all()
+    (tmp_path / "t" / "0" / offset_file_name(2 * UNIT_SIZE)).unlink()
+    with pytest.raises(StoreDamaged, match="missing"):
+        _queue(tmp_path, per_file=2)
+
+
+def test_evicted_dirty_file_is_retired_for_the_flusher(tmp_path):
+    handles = FileHandleCache(1)
+    queue = ConsumeQueue("t", 0, tmp_path, 2, handles)
+    queue.put(0, 4, phy=0, size=1, timestamp=0)  # two files, capacity one
+    files, retired = handles.take_flush_work()
+    assert len(retired) == 1 and retired[0] in files
+    for mapped in files:
+        mapped.flush()
+    handles.finish_flush(retired)
+    assert queue.get(0) == (0, 1, 0)  # reopened on demand
+
+
+@given(st.integers(0, 2**62), st.integers(0, 2**31 - 1), st.integers(-1, 2**62))
+def test_unit_encoding_round_trips(phy, size, tags):
+    assert CQ_UNIT.unpack(CQ_UNIT.pack(phy, size, tags)) == (phy, size, tags)
+    assert CQ_UNIT.size == 20
