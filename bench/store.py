@@ -1,0 +1,223 @@
+"""Store benchmark: ``python -m bench.store`` (or ``commitgate bench store``).
+
+Prints, from one run on this machine: the raw sequential write speed (plain buffered writes of
+the same volume), append MB/s under ASYNC_FLUSH and SYNC_FLUSH for 1 KiB and 64 KiB batches,
+how many appends one fsync covers with 64 concurrent SYNC_FLUSH writers, read MB/s, and append
+MB/s at 1, 100 and 10,000 partitions. Figures, not a test: nothing here asserts a speed.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from engine import MessageStore, StoreConfig, StoreStatus
+from protocol.record_batch import KafkaBodyFormat, build_batch
+
+MIB = 1 << 20
+RECORD_VALUE = 1000  # ~1 KiB records, as the Kafka benchmarks use
+YIELD_EVERY_BYTES = MIB  # give the loop's flush tasks a turn, as a server between requests
+
+
+@dataclass
+class Figure:
+    name: str
+    mb_per_s: float
+    note: str = ""
+
+
+@dataclass
+class Report:
+    figures: list[Figure] = field(default_factory=list)
+
+    def add(self, name: str, mb_per_s: float, note: str = "") -> None:
+        self.figures.append(Figure(name, mb_per_s, note))
+
+    def get(self, name: str) -> float:
+        return next(f.mb_per_s for f in self.figures if f.name == name)
+
+
+def make_batch(batch_bytes: int) -> bytes:
+    """A Kafka batch of ~``batch_bytes`` holding 1 KiB records with null keys."""
+    count = max(1, batch_bytes // (RECORD_VALUE + 24))
+    now = int(time.time() * 1000)
+    return build_batch([(None, os.urandom(RECORD_VALUE), [], now)] * count)
+
+
+def raw_write(directory: Path, volume: int, chunk: int) -> float:
+    """Plain buffered sequential writes of the same volume: the machine's own speed."""
+    path = directory / "raw"
+    data = os.urandom(chunk)
+    start = time.perf_counter()
+    with open(path, "wb") as fh:
+        for _ in range(volume // chunk):
+            fh.write(data)
+    elapsed = time.perf_counter() - start
+    path.unlink()
+    return volume / elapsed / 1e6
+
+
+async def _open(directory: Path, **overrides) -> MessageStore:
+    shutil.rmtree(directory, ignore_errors=True)
+    config = StoreConfig(data_dir=directory, **overrides)
+    store = MessageStore(config, KafkaBodyFormat())
+    await store.open()
+    return store
+
+
+async def append_async(directory: Path, volume: int, batch_bytes: int, partitions: int = 1,
+                       **overrides) -> float:
+    """One writer, ASYNC_FLUSH, round-robin over ``partitions``; MB/s of batch bytes."""
+    store = await _open(directory, **overrides)
+    store.create_topic("bench", partitions)
+    body = bytearray(make_batch(batch_bytes))
+    view, count = memoryview(body), _record_count(body)
+    for partition in range(partitions):  # first touch creates each ConsumeQueue file: not timed
+        store.append("bench", partition, view, offset_count=count, max_timestamp=0)
+    appends = max(volume // len(body), partitions)
+    since_yield = 0
+    start = time.perf_counter()
+    for i in range(appends):
+        result = store.append("bench", i % partitions, view, offset_count=count, max_timestamp=0)
+        if result.status is not StoreStatus.OK:
+            raise RuntimeError(f"append failed: {result}")
+        since_yield += len(body)
+        if since_yield >= YIELD_EVERY_BYTES:
+            since_yield = 0
+            await asyncio.sleep(0)
+    elapsed = time.perf_counter() - start
+    await store.close()
+    return appends * len(body) / elapsed / 1e6
+
+
+async def append_sync(directory: Path, volume: int, batch_bytes: int, writers: int
+                      ) -> tuple[float, float]:
+    """``writers`` concurrent SYNC_FLUSH appenders; (MB/s, appends per fsync)."""
+    store = await _open(directory, flush_disk_type="SYNC_FLUSH")
+    store.create_topic("bench", 1)
+    template = make_batch(batch_bytes)
+    count = _record_count(template)
+    per_writer = max(1, volume // len(template) // writers)
+
+    async def writer() -> None:
+        body = memoryview(bytearray(template))
+        for _ in range(per_writer):
+            result = store.append("bench", 0, body, offset_count=count, max_timestamp=0)
+            if await store.wait_durable(result.phy_end) is not StoreStatus.OK:
+                raise RuntimeError("SYNC_FLUSH wait failed")
+
+    start = time.perf_counter()
+    await asyncio.gather(*(writer() for _ in range(writers)))
+    elapsed = time.perf_counter() - start
+    service = store.flush_service
+    ratio = service.requests / max(service.syncs, 1)
+    await store.close()
+    return per_writer * writers * len(template) / elapsed / 1e6, ratio
+
+
+async def read_back(directory: Path, volume: int, batch_bytes: int) -> tuple[float, float]:
+    """Fill one partition, then read it all in 1 MiB fetches: (slices MB/s, slices+copy MB/s)."""
+    store = await _open(directory)
+    store.create_topic("bench", 1)
+    body = memoryview(bytearray(make_batch(batch_bytes)))
+    count = _record_count(body)
+    for _ in range(volume // len(body)):
+        store.append("bench", 0, body, offset_count=count, max_timestamp=0)
+    figures = []
+    for copy in (False, True):
+        offset, total = 0, 0
+        start = time.perf_counter()
+        while True:
+            result = store.read("bench", 0, offset, MIB)
+            if not result.buffers:
+                break
+            total += len(b"".join(result.buffers)) if copy else sum(map(len, result.buffers))
+            offset = result.next_offset
+            result.buffers.clear()
+        figures.append(total / (time.perf_counter() - start) / 1e6)
+    await store.close()
+    return figures[0], figures[1]
+
+
+def _record_count(batch: bytes | bytearray | memoryview) -> int:
+    return int.from_bytes(bytes(batch[57:61]), "big")
+
+
+def run(directory: Path, volume_mb: int, console: Console) -> Report:
+    volume = volume_mb * MIB
+    report = Report()
+    steps = [
+        ("raw buffered write, 64 KiB chunks", lambda: raw_write(directory.parent, volume, 64 * 1024)),
+        ("ASYNC_FLUSH append, 64 KiB batches", lambda: asyncio.run(
+            append_async(directory, volume, 64 * 1024))),
+        ("ASYNC_FLUSH append, 1 KiB batches", lambda: asyncio.run(
+            append_async(directory, volume // 4, 1024))),
+        ("SYNC_FLUSH append, 64 KiB batches, 64 writers", lambda: asyncio.run(
+            append_sync(directory, volume // 2, 64 * 1024, 64))),
+        ("SYNC_FLUSH append, 1 KiB batches, 64 writers", lambda: asyncio.run(
+            append_sync(directory, volume // 16, 1024, 64))),
+        ("read, 64 KiB batches (slices | slices+copy)", lambda: asyncio.run(
+            read_back(directory, volume, 64 * 1024))),
+    ]
+    steps += [(f"ASYNC_FLUSH append, 16 KiB batches, {n} partitions", lambda n=n: asyncio.run(
+        append_async(directory, volume, 16 * 1024, n))) for n in (1, 100, 10_000)]
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("store benchmark", total=len(steps))
+        for name, step in steps:
+            progress.update(task, description=name)
+            value = step()
+            if isinstance(value, tuple):
+                note = (f"{value[1]:.1f} appends per fsync" if "SYNC" in name
+                        else f"{value[1]:.0f} MB/s with a copy")
+                report.add(name, value[0], note)
+            else:
+                report.add(name, value)
+            progress.advance(task)
+    shutil.rmtree(directory, ignore_errors=True)
+    return report
+
+
+def print_report(report: Report, console: Console) -> None:
+    raw = report.get("raw buffered write, 64 KiB chunks")
+    one = report.get("ASYNC_FLUSH append, 16 KiB batches, 1 partitions")
+    table = Table(title="CommitGate store benchmark (one run)")
+    table.add_column("measurement")
+    table.add_column("MB/s", justify="right")
+    table.add_column("ratio", justify="right")
+    table.add_column("note")
+    for figure in report.figures:
+        ratio = ""
+        if figure.name.startswith("ASYNC_FLUSH append, 64"):
+            ratio = f"{figure.mb_per_s / raw:.0%} of raw"
+        elif "partitions" in figure.name:
+            ratio = f"{figure.mb_per_s / one:.0%} of 1 partition"
+        table.add_row(figure.name, f"{figure.mb_per_s:,.0f}", ratio, figure.note)
+    console.print(table)
+
+
+def main(data_dir: Path | None = None, volume_mb: int = 512) -> Report:
+    console = Console()
+    base = Path(tempfile.mkdtemp(prefix="commitgate-bench-", dir=data_dir))
+    try:
+        report = run(base / "store", volume_mb, console)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    print_report(report, console)
+    return report
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", type=Path, default=None, help="where to write (temp dir)")
+    parser.add_argument("--volume-mb", type=int, default=512, help="MiB per measurement")
+    args = parser.parse_args()
+    main(args.data_dir, args.volume_mb)
