@@ -1,0 +1,282 @@
+"""Kafka RecordBatch v2 (magic 2): header parsing, validation, building and decoding.
+
+Layout of one batch (big-endian; offsets are from the start of the batch):
+
+    offset size field
+    0      8    baseOffset             written by the broker on append
+    8      4    batchLength            bytes after this field
+    12     4    partitionLeaderEpoch
+    16     1    magic                  must be 2
+    17     4    crc                    CRC-32C over bytes 21..end
+    21     2    attributes             bits 0-2 codec, 3 LogAppendTime, 4 transactional, 5 control
+    23     4    lastOffsetDelta
+    27     8    baseTimestamp
+    35     8    maxTimestamp
+    43     8    producerId
+    51     2    producerEpoch
+    53     4    baseSequence
+    57     4    recordCount
+    61     ...  records (compressed as a whole when codec != 0)
+
+The hot path (validation on produce, offset assignment) reads headers with one
+``struct.unpack_from`` per batch and never touches records. Record-level work (keys for
+the IndexFile, timestamp lookups, tests) goes through aiokafka's compiled reader.
+"""
+from __future__ import annotations
+
+import enum
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import crc32c
+from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+
+HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = HEADER.size  # 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes batchLength does not count
+CRC_START = 21
+CRC_AT = 17
+ATTRIBUTES_AT = 21
+MAX_TIMESTAMP_AT = 35
+MAGIC_V2 = 2
+
+CODEC_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_MASK = 0x10
+CONTROL_MASK = 0x20
+
+CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+NO_SEQUENCE = -1
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+    position: int  # where the batch starts in the buffer it was read from
+
+    @property
+    def size(self) -> int:
+        return LOG_OVERHEAD + self.batch_length
+
+    @property
+    def codec(self) -> int:
+        return self.attributes & CODEC_MASK
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_MASK)
+
+    @property
+    def offset_count(self) -> int:
+        """Offsets the batch takes in the partition log (lastOffsetDelta + 1)."""
+        return self.last_offset_delta + 1
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
+
+
+def read_header(buf: memoryview | bytes, position: int = 0) -> BatchHeader:
+    """Parse the 61-byte header at ``position`` (the caller checks there are 61 bytes)."""
+    return BatchHeader(*HEADER.unpack_from(buf, position), position)
+
+
+def iter_batch_headers(buf: memoryview | bytes) -> Iterator[BatchHeader]:
+    """Headers of the whole batches in ``buf``; a trailing partial batch is left out.
+
+    Fetch responses may end in a partial batch (clients ignore it), so readers of stored
+    data stop quietly there; ``validate_record_set`` is the strict check for produce."""
+    position, end = 0, len(buf)
+    while end - position >= HEADER_SIZE:
+        header = read_header(buf, position)
+        if header.batch_length < HEADER_SIZE - LOG_OVERHEAD or position + header.size > end:
+            return
+        yield header
+        position += header.size
+
+
+class RecordSetStatus(enum.Enum):
+    """Outcome of checking a produced record set; the gateway maps it to a Kafka error."""
+
+    OK = "ok"
+    EMPTY = "empty"                       # no batch at all
+    CORRUPT_MESSAGE = "corrupt_message"   # truncated, bad length or CRC mismatch
+    UNSUPPORTED_MAGIC = "unsupported_magic"  # magic 0/1 (message sets before Kafka 0.11)
+    RECORD_TOO_LARGE = "record_too_large"  # one batch above the size limit
+    INVALID_RECORD = "invalid_record"     # well-formed but not allowed (control, no records)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordSetCheck:
+    status: RecordSetStatus
+    headers: list[BatchHeader]
+    detail: str = ""
+
+
+def validate_record_set(buf: memoryview | bytes, max_batch_bytes: int) -> RecordSetCheck:
+    """Check every batch of a produced record set, header and CRC, without decoding records."""
+    headers: list[BatchHeader] = []
+    position, end = 0, len(buf)
+    if end == 0:
+        return RecordSetCheck(RecordSetStatus.EMPTY, headers, "the record set is empty")
+    while position < end:
+        problem = _check_batch(buf, position, end, max_batch_bytes)
+        if problem is not None:
+            status, detail = problem
+            return RecordSetCheck(status, headers, f"batch at byte {position}: {detail}")
+        header = read_header(buf, position)
+        headers.append(header)
+        position += header.size
+    return RecordSetCheck(RecordSetStatus.OK, headers)
+
+
+def _check_batch(buf: memoryview | bytes, position: int, end: int,
+                 max_batch_bytes: int) -> tuple[RecordSetStatus, str] | None:
+    if end - position < 17:
+        return RecordSetStatus.CORRUPT_MESSAGE, f"{end - position} bytes left, too few for a header"
+    length, magic = struct.unpack_from(">i4xb", buf, position + 8)
+    if magic != MAGIC_V2:
+        return RecordSetStatus.UNSUPPORTED_MAGIC, f"magic {magic}, only 2 is supported"
+    if length < HEADER_SIZE - LOG_OVERHEAD or position + LOG_OVERHEAD + length > end:
+        return RecordSetStatus.CORRUPT_MESSAGE, f"batchLength {length} does not fit the buffer"
+    if LOG_OVERHEAD + length > max_batch_bytes:
+        return (RecordSetStatus.RECORD_TOO_LARGE,
+                f"{LOG_OVERHEAD + length} bytes exceed the limit of {max_batch_bytes}")
+    header = read_header(buf, position)
+    covered = memoryview(buf)[position + CRC_START:position + header.size]
+    if crc32c.crc32c(covered) != header.crc:
+        return RecordSetStatus.CORRUPT_MESSAGE, "CRC-32C mismatch"
+    if header.record_count <= 0 or header.last_offset_delta < header.record_count - 1:
+        return (RecordSetStatus.INVALID_RECORD,
+                f"recordCount {header.record_count} with lastOffsetDelta {header.last_offset_delta}")
+    if header.is_control:
+        return RecordSetStatus.INVALID_RECORD, "clients may not produce control batches"
+    return None
+
+
+def _batch_end(body: memoryview) -> int:
+    return LOG_OVERHEAD + struct.unpack_from(">i", body, 8)[0]
+
+
+def _reseal(body: memoryview) -> None:
+    """Recompute the CRC after the broker changed covered fields."""
+    struct.pack_into(">I", body, CRC_AT, crc32c.crc32c(body[CRC_START:_batch_end(body)]))
+
+
+class KafkaBodyFormat:
+    """``engine.body_format.BodyFormat`` for bodies holding exactly one RecordBatch v2."""
+
+    def assign(self, body: memoryview, base_offset: int, log_append_time: int | None) -> None:
+        # baseOffset sits outside the CRC, so CreateTime batches need no re-checksum.
+        struct.pack_into(">q", body, 0, base_offset)
+        if log_append_time is None:
+            return
+        attributes = struct.unpack_from(">h", body, ATTRIBUTES_AT)[0] | TIMESTAMP_TYPE_MASK
+        struct.pack_into(">h", body, ATTRIBUTES_AT, attributes)
+        struct.pack_into(">q", body, MAX_TIMESTAMP_AT, log_append_time)
+        _reseal(body)
+
+    def stored_checksum(self, body: memoryview) -> int:
+        return struct.unpack_from(">I", body, CRC_AT)[0]
+
+    def computed_checksum(self, body: memoryview) -> int:
+        if len(body) < HEADER_SIZE:
+            return -1  # never equal to a stored unsigned CRC
+        return crc32c.crc32c(body[CRC_START:min(_batch_end(body), len(body))])
+
+    def keys(self, body: memoryview) -> Iterator[bytes]:
+        for record in _records(body):
+            if record.key is not None:
+                yield record.key
+
+    def offset_for_timestamp(self, body: memoryview, timestamp: int) -> tuple[int, int] | None:
+        header = read_header(body)
+        if header.max_timestamp < timestamp:
+            return None
+        if header.attributes & TIMESTAMP_TYPE_MASK:
+            return header.base_offset, header.max_timestamp
+        for record in _records(body):
+            if record.timestamp >= timestamp:
+                return record.offset, record.timestamp
+        return None
+
+    def max_timestamp_offset(self, body: memoryview) -> tuple[int, int] | None:
+        header = read_header(body)
+        if header.record_count <= 0:
+            return None
+        if header.attributes & TIMESTAMP_TYPE_MASK:
+            return header.base_offset, header.max_timestamp
+        best: tuple[int, int] | None = None
+        for record in _records(body):
+            if best is None or record.timestamp > best[1]:
+                best = (record.offset, record.timestamp)
+        return best
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+
+
+def _records(body: memoryview | bytes) -> Iterator:
+    """aiokafka's compiled reader over one batch (decompresses as needed)."""
+    return iter(DefaultRecordBatch(bytes(body[:_batch_end(memoryview(body))])))
+
+
+def decode_records(buf: memoryview | bytes) -> list[Record]:
+    """Every record of every whole batch in ``buf``, control batches left out."""
+    view = memoryview(buf)
+    records: list[Record] = []
+    for header in iter_batch_headers(view):
+        if header.is_control:
+            continue
+        batch = view[header.position:header.position + header.size]
+        records.extend(Record(r.offset, r.timestamp, r.key, r.value, list(r.headers))
+                       for r in _records(batch))
+    return records
+
+
+RecordSpec = tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]], int]
+
+
+def build_batch(records: Sequence[RecordSpec], *, base_offset: int = 0,
+                compression: str = "none", producer_id: int = -1, producer_epoch: int = -1,
+                base_sequence: int = -1, transactional: bool = False) -> bytes:
+    """One RecordBatch v2 holding ``records`` as (key, value, headers, timestamp) tuples,
+    as a producer would send it (tests, benchmarks and the self-check use it)."""
+    if not records:
+        raise ValueError("a batch holds at least one record")
+    if compression not in CODECS:
+        raise ValueError(f"unknown compression {compression!r}; one of {sorted(CODECS)}")
+    builder = DefaultRecordBatchBuilder(MAGIC_V2, CODECS[compression], int(transactional),
+                                        producer_id, producer_epoch, base_sequence,
+                                        2 ** 31 - 1)
+    for delta, (key, value, headers, timestamp) in enumerate(records):
+        if builder.append(delta, timestamp, key, value, list(headers)) is None:
+            raise ValueError(f"record {delta} does not fit in one batch")
+    body = builder.build()
+    struct.pack_into(">q", body, 0, base_offset)
+    return bytes(body)

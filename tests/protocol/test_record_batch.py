@@ -1,0 +1,141 @@
+"""RecordBatch v2: building, validation, offset assignment and decoding, checked against
+kafka-python's independent reader."""
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.record.default_records import DefaultRecordBatch as KafkaPythonBatch
+
+from protocol.record_batch import (
+    HEADER_SIZE, KafkaBodyFormat, RecordSetStatus, build_batch, decode_records,
+    iter_batch_headers, read_header, validate_record_set,
+)
+
+FORMAT = KafkaBodyFormat()
+LIMIT = 1 << 20
+
+optional_bytes = st.one_of(st.none(), st.binary(max_size=64))
+header_lists = st.lists(st.tuples(st.text(max_size=8), optional_bytes), max_size=3)
+record_specs = st.lists(
+    st.tuples(optional_bytes, optional_bytes, header_lists, st.integers(0, 2 ** 50)),
+    min_size=1, max_size=20)
+
+
+@settings(max_examples=60, deadline=None)
+@given(record_specs, st.sampled_from(["none", "gzip", "snappy", "lz4", "zstd"]),
+       st.integers(0, 2 ** 40))
+def test_round_trip(specs, compression, base):
+    body = build_batch(specs, base_offset=base, compression=compression)
+    check = validate_record_set(body, LIMIT)
+    assert check.status is RecordSetStatus.OK
+    [header] = check.headers
+    assert (header.base_offset, header.record_count, header.offset_count) == (base, len(specs), len(specs))
+    assert header.max_timestamp == max(ts for *_, ts in specs)
+    got = [(r.offset, r.key, r.value, r.headers, r.timestamp) for r in decode_records(body)]
+    assert got == [(base + i, k, v, list(h), ts) for i, (k, v, h, ts) in enumerate(specs)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(record_specs, st.sampled_from(["none", "gzip"]))
+def test_kafka_python_reads_what_we_build(specs, compression):
+    body = build_batch(specs, base_offset=5, compression=compression)
+    theirs = KafkaPythonBatch(body)
+    assert theirs.validate_crc()
+    got = [(r.offset, r.key, r.value, r.timestamp) for r in theirs]
+    assert got == [(5 + i, k, v, ts) for i, (k, v, _, ts) in enumerate(specs)]
+
+
+def test_assign_create_time_keeps_crc_and_moves_offsets():
+    body = memoryview(bytearray(build_batch([(b"a", b"1", [], 10), (b"b", b"2", [], 20)])))
+    crc = FORMAT.stored_checksum(body)
+    FORMAT.assign(body, 1000, None)
+    assert FORMAT.stored_checksum(body) == crc == FORMAT.computed_checksum(body)
+    assert [r.offset for r in decode_records(body)] == [1000, 1001]
+    assert [r.timestamp for r in decode_records(body)] == [10, 20]
+
+
+def test_assign_log_append_time_rewrites_timestamps_and_crc():
+    body = memoryview(bytearray(build_batch([(b"a", b"1", [], 10), (b"b", b"2", [], 20)],
+                                            compression="lz4")))
+    FORMAT.assign(body, 7, 5_000)
+    assert FORMAT.stored_checksum(body) == FORMAT.computed_checksum(body)
+    header = read_header(body)
+    assert header.attributes & 0x08 and header.max_timestamp == 5_000
+    assert [(r.offset, r.timestamp) for r in decode_records(body)] == [(7, 5_000), (8, 5_000)]
+    assert KafkaPythonBatch(bytes(body)).validate_crc()
+
+
+def test_timestamp_lookups():
+    body = memoryview(bytearray(build_batch(
+        [(None, b"a", [], 100), (None, b"b", [], 50), (None, b"c", [], 300), (None, b"d", [], 300)],
+        base_offset=10, compression="gzip")))
+    assert FORMAT.offset_for_timestamp(body, 0) == (10, 100)
+    assert FORMAT.offset_for_timestamp(body, 101) == (12, 300)
+    assert FORMAT.offset_for_timestamp(body, 301) is None
+    assert FORMAT.max_timestamp_offset(body) == (12, 300)  # the first of the tied records
+
+
+def test_keys_skip_null_keys_and_decompress():
+    body = memoryview(bytearray(build_batch(
+        [(b"k1", b"v", [], 1), (None, b"v", [], 2), (b"", b"v", [], 3)], compression="snappy")))
+    assert list(FORMAT.keys(body)) == [b"k1", b""]
+
+
+def test_several_batches_and_partial_tail():
+    first = build_batch([(None, b"x", [], 1)], base_offset=0)
+    second = build_batch([(None, b"y", [], 2), (None, b"z", [], 3)], base_offset=1)
+    joined = first + second
+    assert validate_record_set(joined, LIMIT).status is RecordSetStatus.OK
+    assert [h.base_offset for h in iter_batch_headers(joined)] == [0, 1]
+    # Readers stop quietly at a partial batch, the way fetch responses may end.
+    assert [r.value for r in decode_records(joined + second[:HEADER_SIZE + 3])] == [b"x", b"y", b"z"]
+
+
+def corrupt(body: bytes, at: int, value: int) -> bytes:
+    out = bytearray(body)
+    out[at] = value
+    return bytes(out)
+
+
+@pytest.mark.parametrize("mutate, status", [
+    (lambda b: b[:-1], RecordSetStatus.CORRUPT_MESSAGE),             # truncated
+    (lambda b: b[:10], RecordSetStatus.CORRUPT_MESSAGE),             # shorter than a header
+    (lambda b: corrupt(b, len(b) - 1, b[-1] ^ 0xFF), RecordSetStatus.CORRUPT_MESSAGE),  # CRC
+    (lambda b: corrupt(b, 16, 1), RecordSetStatus.UNSUPPORTED_MAGIC),
+    (lambda b: b"", RecordSetStatus.EMPTY),
+])
+def test_validation_rejects_bad_input(mutate, status):
+    body = build_batch([(b"k", b"value", [], 1)])
+    check = validate_record_set(mutate(body), LIMIT)
+    assert check.status is status
+    assert check.detail
+
+
+def test_validation_size_limit_and_control_batches():
+    body = build_batch([(None, b"v" * 1000, [], 1)])
+    assert validate_record_set(body, len(body) - 1).status is RecordSetStatus.RECORD_TOO_LARGE
+    assert validate_record_set(body, len(body)).status is RecordSetStatus.OK
+    control = bytearray(body)
+    attributes = struct.unpack_from(">h", control, 21)[0] | 0x20
+    struct.pack_into(">h", control, 21, attributes)
+    FORMAT.assign(memoryview(control), 0, 1)  # re-seal the CRC (also sets LogAppendTime)
+    assert validate_record_set(bytes(control), LIMIT).status is RecordSetStatus.INVALID_RECORD
+
+
+def test_header_fields_for_idempotent_producers():
+    body = build_batch([(None, b"a", [], 1)] * 3, producer_id=9, producer_epoch=2,
+                       base_sequence=2 ** 31 - 2, transactional=True)
+    header = read_header(body)
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (9, 2, 2 ** 31 - 2)
+    assert header.is_transactional and not header.is_control
+    assert header.last_sequence == 0  # sequences wrap at 2^31
+
+
+def test_build_refuses_empty_and_unknown_codec():
+    with pytest.raises(ValueError):
+        build_batch([])
+    with pytest.raises(ValueError):
+        build_batch([(None, b"a", [], 1)], compression="brotli")
