@@ -168,16 +168,19 @@ class CommitLog:
         """Where the valid entries from ``start`` stop: the recovery point of a dirty tail."""
         phy = start
         while True:
-            req, size = self.decode(phy, check_crc=True)
+            _, size = self.decode(phy, check_crc=True)
             if size == 0:
                 return phy
             phy += size
 
     def rollback(self, phy: int) -> None:
-        """Forget the last entry, which starts at ``phy`` (its dispatch failed)."""
+        """Forget the last entry, which starts at ``phy`` (its dispatch failed). Its first
+        bytes are zeroed so that no recovery scan takes it for a valid entry."""
         last = self.queue.files[-1]
         if last.start_offset <= phy < last.start_offset + last.wrote_position:
-            last.wrote_position = phy - last.start_offset
+            pos = phy - last.start_offset
+            last.write_at(pos, (bytes(BLANK.size),), BLANK.size)
+            last.wrote_position = pos
 
     def unwritten_at(self, phy: int) -> bool:
         """True when ``phy`` starts never-written space (zeros), not a damaged entry."""

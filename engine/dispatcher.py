@@ -10,6 +10,7 @@ import logging
 from collections.abc import Callable
 
 from engine.commit_log import CommitLog, DispatchRequest
+from engine.consume_queue import ConsumeQueue
 from engine.consume_queue_store import ConsumeQueueStore
 
 log = logging.getLogger(__name__)
@@ -44,8 +45,19 @@ class Dispatcher:
     def _lacks(self, req: DispatchRequest) -> bool:
         queue = self.queues.get(req.topic, req.partition)
         if req.queue_offset < queue.max_offset:
-            return False
+            return self._torn(queue, req)
         if req.queue_offset > queue.max_offset and queue.max_offset > queue.min_offset:
             log.error("replay: %s-%d jumps from offset %d to %d (phy %d); the gap stays empty",
                       req.topic, req.partition, queue.max_offset, req.queue_offset, req.phy_offset)
+        return True
+
+    @staticmethod
+    def _torn(queue: ConsumeQueue, req: DispatchRequest) -> bool:
+        """A batch spanning two queue files whose second part a crash left unwritten: its
+        units are written again whole (rewriting the identical first part is harmless)."""
+        end = req.queue_offset + req.offset_count
+        if end <= queue.max_offset or queue.get(req.queue_offset)[0] != req.phy_offset:
+            return False
+        log.warning("replay: %s-%d offsets %d..%d were cut short at %d; rewriting them",
+                    req.topic, req.partition, req.queue_offset, end - 1, queue.max_offset)
         return True

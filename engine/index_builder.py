@@ -109,7 +109,7 @@ class IndexBuilder:
             keys = [prefix + key for key in self._body_format.keys(body)]
             if keys:
                 self.service.put_keys(keys, self.position, store_timestamp)
-        except Exception as exc:  # a batch we cannot read must not stop the index
+        except Exception as exc:  # noqa: BLE001 - a batch we cannot read must not stop the index
             log.warning("index: skipping %s-%d entry at CommitLog offset %d: %s", topic,
                         partition, self.position, exc)
 

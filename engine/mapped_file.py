@@ -22,6 +22,9 @@ log = logging.getLogger(__name__)
 PAGE_SIZE = mmap.PAGESIZE
 
 
+TEMPORARY_SUFFIX = ".allocating"
+
+
 class MappedFile:
     """A segment of ``size`` bytes whose name is its start offset in the queue's address space."""
 
@@ -133,19 +136,40 @@ class MappedFile:
 
 
 def _open(path: Path, size: int, create: bool, reserve: bool) -> int:
-    flags = os.O_RDWR | (os.O_CREAT if create else 0)
-    fd = os.open(path, flags, 0o644)
+    if create and reserve:
+        return _create_reserved(path, size)
+    fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
     try:
-        if create and reserve:
-            _reserve(fd, path, 0, size)
-        elif os.fstat(fd).st_size != size:
+        if os.fstat(fd).st_size != size:
             os.ftruncate(fd, size)
     except BaseException:
         os.close(fd)
-        if create:  # a half-made segment would read as a damaged store at the next start
-            path.unlink(missing_ok=True)
         raise
     return fd
+
+
+def _create_reserved(path: Path, size: int) -> int:
+    """Reserve under a temporary name, then rename: a crash mid-way never leaves a half-made
+    segment under a real name (the next start removes the leftover)."""
+    temporary = path.with_name(path.name + TEMPORARY_SUFFIX)
+    fd = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        _reserve(fd, temporary, 0, size)
+        os.rename(temporary, path)
+        _sync_directory(path.parent)  # the name must outlive a power cut like the data
+    except BaseException:
+        os.close(fd)
+        temporary.unlink(missing_ok=True)
+        raise
+    return fd
+
+
+def _sync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _reserve(fd: int, path: Path, pos: int, length: int) -> None:

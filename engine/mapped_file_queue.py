@@ -9,7 +9,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from engine.mapped_file import MappedFile
+from engine.mapped_file import TEMPORARY_SUFFIX, MappedFile
 from engine.paths import offset_file_name, parse_offset_file_name
 
 log = logging.getLogger(__name__)
@@ -27,6 +27,9 @@ class MappedFileQueue:
     def load(self) -> None:
         """Open the existing segments; a gap or a foreign size is a damaged store."""
         self.directory.mkdir(parents=True, exist_ok=True)
+        for leftover in self.directory.glob("*" + TEMPORARY_SUFFIX):
+            log.info("removing %s, a segment whose allocation a crash cut short", leftover)
+            leftover.unlink()
         for start in segment_starts(self.directory):
             path = self.directory / offset_file_name(start)
             if path.stat().st_size != self.file_size:

@@ -235,11 +235,21 @@ class MessageStore:
         try:
             self.dispatcher.dispatch(req)
         except OSError as exc:
-            self.commit_log.rollback(req.phy_offset)
             log.error("ConsumeQueue %s-%d at offset %d failed: %s", topic, partition, base, exc)
+            self._undo_append(queue, req)
             return AppendResult(StoreStatus.DISK_ERROR, error=str(exc))
         return AppendResult(StoreStatus.OK, base, append_time or -1, req.phy_offset,
                             req.phy_offset + req.size)
+
+    def _undo_append(self, queue: ConsumeQueue, req: DispatchRequest) -> None:
+        """A failed append leaves no trace: neither the units a partial dispatch wrote nor the
+        CommitLog entry may come back at the next start (the client was told it failed)."""
+        try:
+            queue.truncate_offset(req.queue_offset)
+            self.commit_log.rollback(req.phy_offset)
+        except OSError as exc:
+            log.error("undoing the failed append to %s-%d at offset %d failed too: %s",
+                      req.topic, req.partition, req.queue_offset, exc)
 
     async def wait_durable(self, phy_end: int) -> StoreStatus:
         """Under SYNC_FLUSH, wait until the CommitLog is on disk up to ``phy_end``."""

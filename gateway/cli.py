@@ -5,7 +5,7 @@ import asyncio
 import logging
 import signal
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -26,7 +26,7 @@ def _setup_logging(level: str) -> None:
                   "Settings (as --override KEY=VALUE or lines of --config FILE):\n\n"
                   + settings.describe().replace("\n", "\n\n"))
 def serve(
-    config: Annotated[Optional[Path], typer.Option(help="a Kafka-style .properties file")] = None,
+    config: Annotated[Path | None, typer.Option(help="a Kafka-style .properties file")] = None,
     override: Annotated[list[str], typer.Option(help="KEY=VALUE, may repeat")] = [],  # noqa: B006
     log_level: Annotated[str, typer.Option(help="debug, info, warning, error")] = "info",
 ) -> None:
@@ -50,7 +50,7 @@ def selfcheck(log_level: str = "warning") -> None:
 
 @bench_app.command("store", help="Measure the store alone: raw disk, appends, reads, partitions.")
 def bench_store(
-    data_dir: Annotated[Optional[Path], typer.Option(help="where to write (default: a temp dir)")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="where to write (default: a temp dir)")] = None,
     volume_mb: Annotated[int, typer.Option(help="MiB written per measurement")] = 512,
 ) -> None:
     from bench.store import main as bench_main

@@ -6,9 +6,9 @@ silently.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from engine.config import FlushDiskType, StoreConfig
 

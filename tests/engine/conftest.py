@@ -10,8 +10,8 @@ import pytest
 from engine import MessageStore, StoreConfig
 from protocol.record_batch import KafkaBodyFormat, build_batch
 
-SMALL = dict(commitlog_segment_bytes=64 * 1024, consumequeue_entries_per_file=50,
-             index_hash_slots=64, index_max_entries=512)
+SMALL = {"commitlog_segment_bytes": 64 * 1024, "consumequeue_entries_per_file": 50,
+         "index_hash_slots": 64, "index_max_entries": 512}
 
 
 def batch(values: list[bytes], *, keys: list[bytes | None] | None = None, ts: int = 1_000,

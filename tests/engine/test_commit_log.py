@@ -6,8 +6,15 @@ import struct
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.commit_log import (BLANK_MAGIC, ENTRY_PREFIX, MESSAGE_MAGIC, PREFIX_SIZE, CommitLog,
-                               DispatchRequest, topic_trailer)
+from engine.commit_log import (
+    BLANK_MAGIC,
+    ENTRY_PREFIX,
+    MESSAGE_MAGIC,
+    PREFIX_SIZE,
+    CommitLog,
+    DispatchRequest,
+    topic_trailer,
+)
 from engine.mapped_file_queue import MappedFileQueue
 from protocol.record_batch import KafkaBodyFormat
 from tests.engine.conftest import batch

@@ -10,8 +10,14 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch as KafkaPythonBatch
 
 from protocol.record_batch import (
-    HEADER_SIZE, KafkaBodyFormat, RecordSetStatus, build_batch, decode_records,
-    iter_batch_headers, read_header, validate_record_set,
+    HEADER_SIZE,
+    KafkaBodyFormat,
+    RecordSetStatus,
+    build_batch,
+    decode_records,
+    iter_batch_headers,
+    read_header,
+    validate_record_set,
 )
 
 FORMAT = KafkaBodyFormat()
