@@ -39,6 +39,7 @@ class ConsumeQueue:
         self.topic = topic
         self.partition = partition
         self.directory = directory
+        self._key = str(directory)  # this queue's part of its files' handle-cache keys
         self.entries_per_file = entries_per_file
         self.file_bytes = entries_per_file * UNIT_SIZE
         self._handles = handles
@@ -170,24 +171,24 @@ class ConsumeQueue:
         return self.directory / offset_file_name(index * self.file_bytes)
 
     def _file(self, index: int, create: bool = False) -> MappedFile:
-        path = self._path(index)
-        is_new = index not in self.file_indexes
+        indexes = self.file_indexes  # appends hit the last file: test it before the list scan
+        is_new = not indexes or (index != indexes[-1] and index not in indexes)
         if is_new:
             if not create:
                 raise IndexError(f"{self}: no file for unit {index * self.entries_per_file}")
             self.directory.mkdir(parents=True, exist_ok=True)
-        mapped = self._handles.get(path, lambda: MappedFile(
-            path, index * self.file_bytes, self.file_bytes, create=is_new, reserve=False))
+        mapped = self._handles.get((self._key, index), lambda: MappedFile(
+            self._path(index), index * self.file_bytes, self.file_bytes, create=is_new,
+            reserve=False))
         if is_new:
             self.file_indexes.append(index)
             self.file_indexes.sort()
         return mapped
 
     def _delete_file(self, index: int) -> None:
-        path = self._path(index)
-        mapped = self._handles.forget(path)
+        mapped = self._handles.forget((self._key, index))
         if mapped is not None:
             mapped.destroy()
         else:
-            path.unlink(missing_ok=True)
+            self._path(index).unlink(missing_ok=True)
         self.file_indexes.remove(index)

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import resource
 from collections import OrderedDict
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Hashable
 
 from engine.mapped_file import MappedFile
 
@@ -29,18 +28,19 @@ def default_capacity() -> int:
 class FileHandleCache:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self._open: OrderedDict[Path, MappedFile] = OrderedDict()
+        # Keyed by (queue directory, file index): cheaper to hash on every append than a Path.
+        self._open: OrderedDict[Hashable, MappedFile] = OrderedDict()
         self.dirty: set[MappedFile] = set()
         self.flushing: set[MappedFile] = set()  # being synced on a worker thread: do not close
         self.retired: list[MappedFile] = []
 
-    def get(self, path: Path, opener: Callable[[], MappedFile]) -> MappedFile:
-        mapped = self._open.get(path)
+    def get(self, key: Hashable, opener: Callable[[], MappedFile]) -> MappedFile:
+        mapped = self._open.get(key)
         if mapped is not None:
-            self._open.move_to_end(path)
+            self._open.move_to_end(key)
             return mapped
         mapped = opener()
-        self._open[path] = mapped
+        self._open[key] = mapped
         while len(self._open) > self.capacity:
             self._evict(self._open.popitem(last=False)[1])
         return mapped
@@ -48,9 +48,9 @@ class FileHandleCache:
     def mark_dirty(self, mapped: MappedFile) -> None:
         self.dirty.add(mapped)
 
-    def forget(self, path: Path) -> MappedFile | None:
+    def forget(self, key: Hashable) -> MappedFile | None:
         """Drop a file that is being deleted; the caller destroys it."""
-        mapped = self._open.pop(path, None)
+        mapped = self._open.pop(key, None)
         if mapped is not None:
             self.dirty.discard(mapped)
         return mapped

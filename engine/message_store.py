@@ -136,7 +136,6 @@ class MessageStore:
         self.index = IndexBuilder(self.paths.index, self.commit_log, self.body_format,
                                   self.checkpoint, cfg, lambda: self.dispatcher.dispatched_offset)
         self.index.start()
-        self.dispatcher.listeners.append(lambda _req: self.index.wake())
         self.retention = RetentionService(self, cfg)
         self.retention.start()
 
@@ -332,9 +331,11 @@ class MessageStore:
             starts[partition] = offset
             self.queues.get(topic, partition).delete_files_below(offset)
 
-    def lookup_key(self, topic: str, key: bytes, begin_ms: int = 0, end_ms: int = 2**62,
-                   max_count: int = 64) -> list[tuple[int, int]]:
-        """(partition, base offset) of batches holding a record with ``key``, newest first."""
+    async def lookup_key(self, topic: str, key: bytes, begin_ms: int = 0, end_ms: int = 2**62,
+                         max_count: int = 64) -> list[tuple[int, int]]:
+        """(partition, base offset) of batches holding a record with ``key``, newest first.
+        Waits (boundedly) for the IndexFile builder to reach what was appended before the call."""
+        await self.index.catch_up(self.dispatcher.dispatched_offset)
         hits = []
         for phy in self.index.query(topic.encode() + b"#" + key, begin_ms, end_ms, max_count):
             req, _size = self.commit_log.decode(phy, check_crc=False)

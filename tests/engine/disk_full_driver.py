@@ -357,7 +357,7 @@ async def drive(driver: Driver) -> None:
     driver.summary.expected_ends = driver.expected_ends()
     driver.summary.final_ends = driver.verify("final clean restart")
     # The IndexFiles (small, so they roll) went through both full disks and three restarts.
-    hits = driver.store.lookup_key(TOPIC, driver.first_key)
+    hits = await driver.store.lookup_key(TOPIC, driver.first_key)
     driver.summary.index_hits = [list(hit) for hit in hits]
     await driver.close_store()
 

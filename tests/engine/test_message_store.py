@@ -158,15 +158,12 @@ def test_lookup_by_key_finds_the_batches_holding_it(tmp_path, run):
             for i in range(20):
                 _append(store, "t", i % 2, [b"v"], keys=[b"key-%d" % (i % 5)])
             _append(store, "u", 0, [b"v"], keys=[b"key-1"])
-            for _ in range(200):  # the builder runs behind the dispatcher on its own thread
-                if store.index.position >= store.commit_log.max_offset:
-                    break
-                await asyncio.sleep(0.01)
-            hits = store.lookup_key("t", b"key-1")
+            # The builder runs behind the dispatcher on its own thread; a lookup waits for it.
+            hits = await store.lookup_key("t", b"key-1")
             assert hits == [(0, 8), (1, 5), (0, 3), (1, 0)]  # records 16, 11, 6, 1: newest first
-            assert store.lookup_key("t", b"key-1", max_count=1) == [hits[0]]
-            assert store.lookup_key("u", b"key-1") == [(0, 0)]
-            assert store.lookup_key("t", b"absent") == []
+            assert await store.lookup_key("t", b"key-1", max_count=1) == [hits[0]]
+            assert await store.lookup_key("u", b"key-1") == [(0, 0)]
+            assert await store.lookup_key("t", b"absent") == []
     run(body())
 
 
