@@ -26,6 +26,8 @@ class StoreConfig:
     flush_thorough_interval_ms: int = 10_000  # flushCommitLogThoroughInterval
     sync_flush_timeout_ms: int = 5_000  # syncFlushTimeout
     consumequeue_flush_interval_ms: int = 1_000  # flushIntervalConsumeQueue
+    consumequeue_flush_least_pages: int = 2  # flushConsumeQueueLeastPages
+    consumequeue_flush_thorough_interval_ms: int = 10_000  # flushConsumeQueueThoroughInterval
     warm_mapped_file: bool = False  # warmMapedFileEnable: touch every page of a new segment
     index_enable: bool = True  # build IndexFile keys behind the dispatcher
     index_hash_slots: int = 5_000_000  # maxHashSlotNum

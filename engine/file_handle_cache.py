@@ -55,11 +55,16 @@ class FileHandleCache:
             self.dirty.discard(mapped)
         return mapped
 
-    def take_flush_work(self) -> tuple[list[MappedFile], list[MappedFile]]:
-        """(files to sync, the retired ones among them to close after), pinned until finished."""
+    def take_flush_work(self, least_bytes: int = 0) -> tuple[list[MappedFile], list[MappedFile]]:
+        """(files to sync, the retired ones among them to close after), pinned until finished.
+        Dirty files with fewer than ``least_bytes`` unflushed stay dirty for a later round, unless
+        full: nothing more will dirty them (RocketMQ's isAbleToFlush)."""
         retired, self.retired = self.retired, []
-        self.flushing = self.dirty | set(retired)
-        self.dirty = set()
+        due = {mapped for mapped in self.dirty
+               if mapped.wrote_position - mapped.flushed_position >= least_bytes
+               or mapped.wrote_position == mapped.size}
+        self.flushing = due | set(retired)
+        self.dirty -= due
         return list(self.flushing), retired
 
     def finish_flush(self, retired: list[MappedFile]) -> None:

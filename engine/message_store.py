@@ -60,7 +60,7 @@ class MessageStore:
         self.dispatcher = Dispatcher(self.queues)
         self.checkpoint: StoreCheckpoint | None = None
         self.flush_service: GroupCommitService | FlushCommitLogService | None = None
-        self._cq_flush: FlushConsumeQueueService | None = None
+        self.consumequeue_flush_service: FlushConsumeQueueService | None = None
         self.index: IndexBuilder | None = None
         self.retention: RetentionService | None = None
         self._trailers: dict[str, bytes] = {}
@@ -96,7 +96,7 @@ class MessageStore:
         await self.retention.stop()
         await self.flush_service.stop()
         self.index.stop()
-        await self._cq_flush.stop()
+        await self.consumequeue_flush_service.stop()
         value = self.checkpoint.value
         value.commitlog_flushed = self.commit_log.flush()
         value.consumequeue_flushed = self.dispatcher.dispatched_offset
@@ -129,10 +129,9 @@ class MessageStore:
         else:
             self.flush_service = FlushCommitLogService(self.commit_log, self.checkpoint, cfg)
         self.flush_service.start()
-        self._cq_flush = FlushConsumeQueueService(
-            self.handles, self.checkpoint, lambda: self.dispatcher.dispatched_offset,
-            cfg.consumequeue_flush_interval_ms)
-        self._cq_flush.start()
+        self.consumequeue_flush_service = FlushConsumeQueueService(
+            self.handles, self.checkpoint, lambda: self.dispatcher.dispatched_offset, cfg)
+        self.consumequeue_flush_service.start()
         self.index = IndexBuilder(self.paths.index, self.commit_log, self.body_format,
                                   self.checkpoint, cfg, lambda: self.dispatcher.dispatched_offset)
         self.index.start()

@@ -52,10 +52,11 @@ def selfcheck(log_level: str = "warning") -> None:
 def bench_store(
     data_dir: Annotated[Path | None, typer.Option(help="where to write (default: a temp dir)")] = None,
     volume_mb: Annotated[int, typer.Option(help="MiB written per measurement")] = 512,
+    rounds: Annotated[int, typer.Option(help="times each measurement runs (best is shown)")] = 2,
 ) -> None:
     from bench.store import main as bench_main
 
-    bench_main(data_dir, volume_mb)
+    bench_main(data_dir, volume_mb, rounds)
 
 
 def _run(coro) -> None:

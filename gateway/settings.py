@@ -51,6 +51,12 @@ SETTINGS: dict[str, Setting] = {
                                      "SYNC_FLUSH: give up waiting for the disk after this"),
     "consumequeue.flush.interval.ms": Setting("consumequeue_flush_interval_ms", int,
                                               "ConsumeQueue sync timer (default 1000)"),
+    "consumequeue.flush.least.pages": Setting(
+        "consumequeue_flush_least_pages", int,
+        "a ConsumeQueue file is synced once this many pages are dirty (default 2)"),
+    "consumequeue.flush.thorough.interval.ms": Setting(
+        "consumequeue_flush_thorough_interval_ms", int,
+        "every dirty ConsumeQueue file is synced and the checkpoint saved this often (10000)"),
     "warm.mapped.file.enable": Setting("warm_mapped_file", _bool,
                                        "touch every page of a new CommitLog segment"),
     "index.enable": Setting("index_enable", _bool, "build the key IndexFiles (default true)"),

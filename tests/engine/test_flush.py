@@ -60,7 +60,8 @@ def test_async_flush_answers_at_once_and_the_timer_flushes(tmp_path, run):
 
 def test_consumequeue_flush_advances_the_checkpoint(tmp_path, run):
     async def body():
-        async with open_store(tmp_path, consumequeue_flush_interval_ms=20) as store:
+        async with open_store(tmp_path, consumequeue_flush_interval_ms=20,
+                              consumequeue_flush_thorough_interval_ms=20) as store:
             store.create_topic("t", 100)
             for p in range(100):  # more dirty files than the per-file threshold: one syncfs
                 store.append("t", p, batch([b"v"]), offset_count=1, max_timestamp=0)
@@ -71,4 +72,26 @@ def test_consumequeue_flush_advances_the_checkpoint(tmp_path, run):
                 await asyncio.sleep(0.01)
             assert store.checkpoint.value.consumequeue_flushed >= end
             assert not store.handles.dirty
+    run(body())
+
+
+def test_consumequeue_flush_leaves_lightly_dirty_files_until_a_thorough_round(tmp_path, run):
+    async def body():
+        async with open_store(tmp_path, consumequeue_flush_interval_ms=20,
+                              consumequeue_flush_thorough_interval_ms=3_600_000,
+                              consumequeue_entries_per_file=1_000) as store:
+            store.create_topic("t", 3)
+            for _ in range(1_000):  # fills partition 2's first file with single units
+                store.append("t", 2, batch([b"v"]), offset_count=1, max_timestamp=0)
+            for _ in range(2 * 4096 // 20 + 1):  # two pages of 20-byte units in partition 0
+                store.append("t", 0, batch([b"v"]), offset_count=1, max_timestamp=0)
+            store.append("t", 1, batch([b"v"]), offset_count=1, max_timestamp=0)
+            store.append("t", 2, batch([b"v"]), offset_count=1, max_timestamp=0)
+            await store.consumequeue_flush_service.flush(thorough=False)
+            dirty = {(m.path.parent.name, m.path.name) for m in store.handles.dirty}
+            assert dirty == {("1", f"{0:020d}"), ("2", f"{20_000:020d}")}, dirty
+            assert store.checkpoint.value.consumequeue_flushed == 0
+            await store.consumequeue_flush_service.flush(thorough=True)
+            assert not store.handles.dirty
+            assert store.checkpoint.value.consumequeue_flushed == store.commit_log.max_offset
     run(body())
