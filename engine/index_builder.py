@@ -87,6 +87,9 @@ class IndexBuilder:
 
     @property
     def lag_bytes(self) -> int:
+        """Bytes dispatched but not indexed yet; 0 when the builder is not running."""
+        if self._thread is None:
+            return 0
         return max(0, self._dispatched() - self.position)
 
     def _run(self) -> None:
