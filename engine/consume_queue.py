@@ -100,20 +100,31 @@ class ConsumeQueue:
         """Write ``count`` identical units for a batch at its base offset."""
         if not self.file_indexes:
             self.min_offset = queue_offset
-        self.last_tags = max(self.last_tags, timestamp)
-        data = memoryview(CQ_UNIT.pack(phy, size, self.last_tags) * count)
-        pos = queue_offset * UNIT_SIZE
-        while data:
-            index, at = divmod(pos, self.file_bytes)
-            chunk = data[: self.file_bytes - at]
-            mapped = self._file(index, create=True)
-            mapped.write_at(at, (chunk,), len(chunk))
-            mapped.wrote_position = max(mapped.wrote_position, at + len(chunk))
-            self._handles.mark_dirty(mapped)
-            data = data[len(chunk):]
-            pos += len(chunk)
+        if timestamp > self.last_tags:
+            self.last_tags = timestamp
+        data = CQ_UNIT.pack(phy, size, self.last_tags) * count
+        index, at = divmod(queue_offset * UNIT_SIZE, self.file_bytes)
+        if at + len(data) <= self.file_bytes:  # the usual case: the batch fits the file
+            self._write(index, at, data)
+        else:
+            self._write_across(index, at, memoryview(data))
         self.max_offset = queue_offset + count
         self.max_phy_end = phy + size
+
+    def _write_across(self, index: int, at: int, data: memoryview) -> None:
+        while data:
+            chunk = data[: self.file_bytes - at]
+            self._write(index, at, chunk)
+            data = data[len(chunk):]
+            index, at = index + 1, 0
+
+    def _write(self, index: int, at: int, chunk: bytes | memoryview) -> None:
+        mapped = self._file(index, create=True)
+        mapped.write_at(at, (chunk,), len(chunk))
+        end = at + len(chunk)
+        if end > mapped.wrote_position:
+            mapped.wrote_position = end
+        self._handles.mark_dirty(mapped)
 
     def get(self, offset: int) -> tuple[int, int, int]:
         """(phyOffset, size, tagsCode) of ``offset``; size 0 marks a hole."""
