@@ -24,7 +24,7 @@ class BodyFormat(Protocol):
     def computed_checksum(self, body: memoryview) -> int:
         """The checksum computed over the body's covered bytes (recovery compares the two)."""
 
-    def keys(self, body: memoryview) -> Iterator[bytes]:
+    def keys(self, body: memoryview) -> list[bytes]:
         """The non-null record keys in the body, decompressing where needed (never hot path)."""
 
     def offset_for_timestamp(self, body: memoryview, timestamp: int) -> tuple[int, int] | None:
