@@ -100,6 +100,7 @@ async def append_async(directory: Path, volume: int, batch_bytes: int, partition
         if since_yield >= YIELD_EVERY_BYTES:
             since_yield = 0
             await asyncio.sleep(0)
+    await _index_settled(store)  # the IndexBuilder's work is part of the cost of an append
     elapsed = time.perf_counter() - start
     await store.close()
     return appends * len(body) / elapsed / 1e6
@@ -222,7 +223,7 @@ def print_report(report: Report, console: Console) -> None:
     raw = report.get(RAW)
     one = report.get(partitions_name(1))
     table = Table(title="CommitGate store benchmark (best of the rounds of one run)")
-    table.add_column("measurement")
+    table.add_column("measurement", no_wrap=True)
     table.add_column("MB/s", justify="right")
     table.add_column("", no_wrap=True)
     table.add_column("ratio", justify="right")
@@ -246,8 +247,9 @@ def _bar(mb_per_s: float, raw: float) -> str:
 
 
 def main(data_dir: Path | None = None, volume_mb: int = 512, rounds: int = 2) -> Report:
-    # Reports are often piped to a file: keep rows on one line there as well.
-    console = Console(width=None if Console().is_terminal else 140)
+    # Reports are often piped to a file: keep rows on one line there too, unless COLUMNS says.
+    wide = Console().is_terminal or "COLUMNS" in os.environ
+    console = Console(width=None if wide else 140)
     base = Path(tempfile.mkdtemp(prefix="commitgate-bench-", dir=data_dir))
     try:
         report = run(base / "store", volume_mb, rounds, console)

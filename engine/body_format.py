@@ -7,7 +7,6 @@ RecordBatch v2 implementation lives in ``protocol.record_batch``.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Protocol
 
 

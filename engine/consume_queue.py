@@ -100,8 +100,7 @@ class ConsumeQueue:
         """Write ``count`` identical units for a batch at its base offset."""
         if not self.file_indexes:
             self.min_offset = queue_offset
-        if timestamp > self.last_tags:
-            self.last_tags = timestamp
+        self.last_tags = max(self.last_tags, timestamp)
         data = CQ_UNIT.pack(phy, size, self.last_tags) * count
         index, at = divmod(queue_offset * UNIT_SIZE, self.file_bytes)
         if at + len(data) <= self.file_bytes:  # the usual case: the batch fits the file
@@ -122,8 +121,7 @@ class ConsumeQueue:
         mapped = self._file(index, create=True)
         mapped.write_at(at, (chunk,), len(chunk))
         end = at + len(chunk)
-        if end > mapped.wrote_position:
-            mapped.wrote_position = end
+        mapped.wrote_position = max(mapped.wrote_position, end)
         self._handles.mark_dirty(mapped)
 
     def get(self, offset: int) -> tuple[int, int, int]:

@@ -90,6 +90,30 @@ def test_keys_skip_null_keys_and_decompress():
     assert list(FORMAT.keys(body)) == [b"k1", b""]
 
 
+@settings(max_examples=60, deadline=None)
+@given(record_specs, st.sampled_from(["none", "gzip", "snappy", "lz4", "zstd"]))
+def test_key_scanner_agrees_with_the_record_decoder(specs, compression):
+    body = memoryview(bytearray(build_batch(specs, compression=compression)))
+    want = [record.key for record in decode_records(body) if record.key is not None]
+    assert FORMAT.keys(body) == want
+
+
+def test_key_scanner_refuses_malformed_records_without_crashing():
+    from protocol._record_keys import record_keys
+
+    records = bytes(build_batch([(b"key", b"value", [], 1)] * 3))[HEADER_SIZE:]
+    assert record_keys(records, 3) == [b"key"] * 3
+    for cut in range(len(records) - 1):  # every truncation fails cleanly
+        with pytest.raises(ValueError, match="record"):
+            record_keys(records[:cut], 3)
+    bad_key_length = bytearray(records)
+    bad_key_length[4] = 0x7E  # zigzag 63: a key longer than its record
+    with pytest.raises(ValueError, match="record 0: bad key length"):
+        record_keys(bytes(bad_key_length), 1)
+    with pytest.raises(ValueError, match="record 0: bad record length"):
+        record_keys(b"\x00", 1)
+
+
 def test_several_batches_and_partial_tail():
     first = build_batch([(None, b"x", [], 1)], base_offset=0)
     second = build_batch([(None, b"y", [], 2), (None, b"z", [], 3)], base_offset=1)
