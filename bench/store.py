@@ -22,7 +22,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from engine import MessageStore, StoreConfig, StoreStatus
-from protocol.record_batch import KafkaBodyFormat, build_batch
+from protocol.record_batch import KafkaBodyFormat, build_batch, read_header
 
 MIB = 1 << 20
 RECORD_VALUE = 1000  # ~1 KiB records, as the Kafka benchmarks use
@@ -82,7 +82,7 @@ async def append_async(directory: Path, volume: int, batch_bytes: int, partition
     store = await _open(directory, **overrides)
     store.create_topic("bench", partitions)
     body = bytearray(make_batch(batch_bytes))
-    view, count = memoryview(body), _record_count(body)
+    view, count = memoryview(body), read_header(body).record_count
     # Not timed: creating every ConsumeQueue file, indexing those first entries (a backlog left
     # to the IndexBuilder would compete with the timed loop) and writing back the new metadata.
     for partition in range(partitions):
@@ -118,7 +118,7 @@ async def append_sync(directory: Path, volume: int, batch_bytes: int, writers: i
     store = await _open(directory, flush_disk_type="SYNC_FLUSH")
     store.create_topic("bench", 1)
     template = make_batch(batch_bytes)
-    count = _record_count(template)
+    count = read_header(template).record_count
     per_writer = max(1, volume // len(template) // writers)
 
     async def writer() -> None:
@@ -142,7 +142,7 @@ async def read_back(directory: Path, volume: int, batch_bytes: int) -> tuple[flo
     store = await _open(directory)
     store.create_topic("bench", 1)
     body = memoryview(bytearray(make_batch(batch_bytes)))
-    count = _record_count(body)
+    count = read_header(body).record_count
     for _ in range(volume // len(body)):
         store.append("bench", 0, body, offset_count=count, max_timestamp=0)
     figures = []
@@ -159,10 +159,6 @@ async def read_back(directory: Path, volume: int, batch_bytes: int) -> tuple[flo
         figures.append(total / (time.perf_counter() - start) / 1e6)
     await store.close()
     return figures[0], figures[1]
-
-
-def _record_count(batch: bytes | bytearray | memoryview) -> int:
-    return int.from_bytes(bytes(batch[57:61]), "big")
 
 
 Step = tuple[str, Callable[[], "float | tuple[float, float]"]]

@@ -120,8 +120,7 @@ class ConsumeQueue:
     def _write(self, index: int, at: int, chunk: bytes | memoryview) -> None:
         mapped = self._file(index, create=True)
         mapped.write_at(at, (chunk,), len(chunk))
-        end = at + len(chunk)
-        mapped.wrote_position = max(mapped.wrote_position, end)
+        mapped.wrote_position = max(mapped.wrote_position, at + len(chunk))
         self._handles.mark_dirty(mapped)
 
     def get(self, offset: int) -> tuple[int, int, int]:

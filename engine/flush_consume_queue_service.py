@@ -5,10 +5,10 @@ ConsumeQueues are derived state, so they are synced on a relaxed timer, as in Ro
 dirty pages, and every ``consumequeue_flush_thorough_interval_ms`` all of them. Syncing a file
 that only a few units dirtied would clean its page, and the next append to that partition would
 pay to dirty it again; with 10,000 partitions that cost a quarter of append throughput. The
-checkpoint's ``consumequeue_flushed`` only moves after a thorough round, when every file covering
-it is on disk; recovery after a crash re-dispatches from there. With thousands of partitions, one
-fdatasync per dirty file would take seconds, so above ``SYNCFS_THRESHOLD`` dirty files a single syncfs(2) of the data
-directory's filesystem does the same work in one call.
+checkpoint's ``consumequeue_flushed`` only moves after a thorough round, when every file
+covering it is on disk; recovery after a crash re-dispatches from there. With thousands of
+partitions, one fdatasync per dirty file would take seconds, so above ``SYNCFS_THRESHOLD`` dirty
+files a single syncfs(2) of the data directory's filesystem does the same work in one call.
 """
 from __future__ import annotations
 
@@ -26,12 +26,11 @@ from pathlib import Path
 from engine.checkpoint import StoreCheckpoint
 from engine.config import StoreConfig
 from engine.file_handle_cache import FileHandleCache
-from engine.mapped_file import MappedFile
+from engine.mapped_file import PAGE_SIZE, MappedFile
 
 log = logging.getLogger(__name__)
 
 SYNCFS_THRESHOLD = 64
-PAGE_SIZE = 4096
 
 
 class FlushConsumeQueueService:

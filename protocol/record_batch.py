@@ -247,7 +247,8 @@ class KafkaBodyFormat:
         return best
 
 
-_DECOMPRESS = {1: gzip_decode, 2: snappy_decode, 3: lz4_decode, 4: zstd_decode}
+_DECOMPRESS = {CODECS["gzip"]: gzip_decode, CODECS["snappy"]: snappy_decode,
+               CODECS["lz4"]: lz4_decode, CODECS["zstd"]: zstd_decode}
 
 
 @dataclass(frozen=True, slots=True)
