@@ -32,12 +32,12 @@ def serve(
 ) -> None:
     _setup_logging(log_level)
     try:
-        store_config = settings.load(config, override)
+        broker_config = settings.load(config, override)
     except (ValueError, OSError) as exc:
         raise typer.BadParameter(str(exc)) from None
-    from gateway.server import run_store_only
+    from gateway.server import run_until_signal
 
-    _run(run_store_only(store_config))
+    _run(run_until_signal(broker_config))
 
 
 @app.command(help="Append, read back, restart and verify a store in a temporary directory.")
@@ -68,10 +68,10 @@ def _run(coro) -> None:
         asyncio.run(coro)
 
 
-async def wait_for_stop_signal() -> None:
-    """Return on SIGINT or SIGTERM."""
+def stop_event_on_signals() -> asyncio.Event:
+    """An event set by SIGINT or SIGTERM (call on the running loop)."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    return stop

@@ -1,24 +1,54 @@
-"""Runs the broker process: opens the store, serves until SIGINT/SIGTERM, closes cleanly."""
+"""Runs the broker process: opens the store, listens for Kafka clients until SIGINT/SIGTERM,
+then stops accepting, lets in-flight requests finish, flushes and closes the store cleanly."""
 from __future__ import annotations
 
+import asyncio
 import logging
 
-from engine import MessageStore, StoreConfig
+from engine import MessageStore
+from gateway.broker import Broker
+from gateway.config import BrokerConfig
+from gateway.connection import KafkaConnection
+from gateway.handlers import all_handlers
 from protocol.record_batch import KafkaBodyFormat
 
 log = logging.getLogger("commitgate")
 
+SHUTDOWN_GRACE_S = 10.0
 
-async def run_store_only(config: StoreConfig) -> None:
-    """Until the Kafka listener lands (docs/skipped_features.md), serve the store's life cycle."""
-    from gateway.cli import wait_for_stop_signal
 
-    store = MessageStore(config, KafkaBodyFormat())
+async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
+    """Serve until ``stop`` is set."""
+    all_handlers()  # import every handler now: a broken one fails the start, not a request
+    store = MessageStore(config.store, KafkaBodyFormat())
     report = await store.open()
-    log.info("CommitGate store ready at %s (%s start, %d topics); the Kafka listener is not "
-             "implemented yet. Ctrl-C stops.", config.data_dir.resolve(),
-             "clean" if report.clean else "unclean", len(store.topics()))
+    broker = Broker(config, store)
+    connections: set[KafkaConnection] = set()
+    loop = asyncio.get_running_loop()
     try:
-        await wait_for_stop_signal()
-    finally:
+        server = await loop.create_server(lambda: KafkaConnection(broker, connections),
+                                          config.listener.host, config.listener.port,
+                                          reuse_address=True, backlog=1024)
+    except OSError:
         await store.close()
+        raise
+    log.info("CommitGate listening on %s (advertised as %s), node %d, cluster %s, data in %s "
+             "(%s start, %d topics, %s)", config.listener, broker.node.endpoint,
+             config.node_id, broker.cluster_id, config.store.data_dir.resolve(),
+             "clean" if report.clean else "unclean", len(store.topics()),
+             config.store.flush_disk_type.value)
+    try:
+        await stop.wait()
+    finally:
+        log.info("CommitGate stopping: no new connections, finishing in-flight requests")
+        server.close()
+        broker.fetch_waiters.wake_all()
+        await asyncio.gather(*(c.finish(SHUTDOWN_GRACE_S) for c in list(connections)))
+        await store.close()
+        log.info("CommitGate stopped cleanly")
+
+
+async def run_until_signal(config: BrokerConfig) -> None:
+    from gateway.cli import stop_event_on_signals
+
+    await serve(config, stop_event_on_signals())

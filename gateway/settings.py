@@ -1,8 +1,8 @@
 """Broker settings from a Kafka-style ``.properties`` file plus ``--override KEY=VALUE`` pairs.
 
 Names follow Kafka's broker configs where one exists and RocketMQ's store settings otherwise;
-each maps onto one ``StoreConfig`` field. Unknown names are refused, so a typo never passes
-silently.
+each maps onto one ``BrokerConfig`` field, ``store.``-prefixed fields onto its ``StoreConfig``.
+Unknown names are refused, so a typo never passes silently.
 """
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.config import FlushDiskType, StoreConfig
+from engine.config import FlushDiskType
+from gateway.config import BrokerConfig, Endpoint
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,19 @@ def _bool(text: str) -> bool:
     return text.lower() == "true"
 
 
+def _listener(text: str) -> Endpoint:
+    listeners = [item for item in text.split(",") if item.strip()]
+    if len(listeners) != 1:
+        raise ValueError("exactly one listener is supported")
+    return Endpoint.parse(listeners[0])
+
+
+def _replication_factor(text: str) -> int:
+    if int(text) != 1:
+        raise ValueError("CommitGate is a single broker: the replication factor is 1")
+    return 1
+
+
 def _log_dirs(text: str) -> Path:
     dirs = [d for d in text.split(",") if d.strip()]
     if len(dirs) != 1:
@@ -34,22 +48,38 @@ def _log_dirs(text: str) -> Path:
 
 
 SETTINGS: dict[str, Setting] = {
-    "log.dirs": Setting("data_dir", _log_dirs, "data directory (default ./data)"),
-    "log.dir": Setting("data_dir", _log_dirs, "same as log.dirs"),
-    "flush.disk.type": Setting("flush_disk_type", lambda t: FlushDiskType(t.upper()),
+    "listeners": Setting("listener", _listener, "where to listen (default PLAINTEXT://127.0.0.1:9092)"),
+    "advertised.listeners": Setting("advertised", _listener,
+                                    "address given to clients (default: the listener)"),
+    "node.id": Setting("node_id", int, "this broker's id (default 1)"),
+    "broker.id": Setting("node_id", int, "same as node.id"),
+    "num.partitions": Setting("num_partitions", int,
+                              "partitions of auto-created topics (default 1)"),
+    "default.replication.factor": Setting("default_replication_factor", _replication_factor,
+                                          "accepted for compatibility; must be 1"),
+    "auto.create.topics.enable": Setting("auto_create_topics", _bool,
+                                         "create unknown topics on metadata/produce (true)"),
+    "message.max.bytes": Setting("message_max_bytes", int,
+                                 "largest record batch a topic accepts (default 1048588)"),
+    "socket.request.max.bytes": Setting("socket_request_max_bytes", int,
+                                        "largest request frame (default 104857600)"),
+    "delete.topic.enable": Setting("delete_topic_enable", _bool, "allow DeleteTopics (true)"),
+    "log.dirs": Setting("store.data_dir", _log_dirs, "data directory (default ./data)"),
+    "log.dir": Setting("store.data_dir", _log_dirs, "same as log.dirs"),
+    "flush.disk.type": Setting("store.flush_disk_type", lambda t: FlushDiskType(t.upper()),
                                "ASYNC_FLUSH (default) or SYNC_FLUSH (group commit)"),
-    "commitlog.segment.bytes": Setting("commitlog_segment_bytes", int,
+    "commitlog.segment.bytes": Setting("store.commitlog_segment_bytes", int,
                                        "CommitLog segment size (default 1 GiB)"),
-    "consumequeue.entries.per.file": Setting("consumequeue_entries_per_file", int,
+    "consumequeue.entries.per.file": Setting("store.consumequeue_entries_per_file", int,
                                              "ConsumeQueue units per file (default 300000)"),
-    "flush.interval.ms": Setting("flush_interval_ms", int, "ASYNC_FLUSH timer (default 500)"),
-    "flush.least.pages": Setting("flush_least_pages", int,
+    "flush.interval.ms": Setting("store.flush_interval_ms", int, "ASYNC_FLUSH timer (default 500)"),
+    "flush.least.pages": Setting("store.flush_least_pages", int,
                                  "ASYNC_FLUSH syncs once this many pages are dirty (default 4)"),
-    "flush.thorough.interval.ms": Setting("flush_thorough_interval_ms", int,
+    "flush.thorough.interval.ms": Setting("store.flush_thorough_interval_ms", int,
                                           "ASYNC_FLUSH syncs anything dirty this often"),
-    "sync.flush.timeout.ms": Setting("sync_flush_timeout_ms", int,
+    "sync.flush.timeout.ms": Setting("store.sync_flush_timeout_ms", int,
                                      "SYNC_FLUSH: give up waiting for the disk after this"),
-    "consumequeue.flush.interval.ms": Setting("consumequeue_flush_interval_ms", int,
+    "consumequeue.flush.interval.ms": Setting("store.consumequeue_flush_interval_ms", int,
                                               "ConsumeQueue sync timer (default 1000)"),
     "consumequeue.flush.least.pages": Setting(
         "consumequeue_flush_least_pages", int,
@@ -57,20 +87,20 @@ SETTINGS: dict[str, Setting] = {
     "consumequeue.flush.thorough.interval.ms": Setting(
         "consumequeue_flush_thorough_interval_ms", int,
         "every dirty ConsumeQueue file is synced and the checkpoint saved this often (10000)"),
-    "warm.mapped.file.enable": Setting("warm_mapped_file", _bool,
+    "warm.mapped.file.enable": Setting("store.warm_mapped_file", _bool,
                                        "touch every page of a new CommitLog segment"),
-    "index.enable": Setting("index_enable", _bool, "build the key IndexFiles (default true)"),
-    "index.hash.slots": Setting("index_hash_slots", int, "IndexFile hash slots (5000000)"),
-    "index.max.entries": Setting("index_max_entries", int, "IndexFile entries (20000000)"),
-    "log.retention.check.interval.ms": Setting("retention_check_interval_ms", int,
+    "index.enable": Setting("store.index_enable", _bool, "build the key IndexFiles (default true)"),
+    "index.hash.slots": Setting("store.index_hash_slots", int, "IndexFile hash slots (5000000)"),
+    "index.max.entries": Setting("store.index_max_entries", int, "IndexFile entries (20000000)"),
+    "log.retention.check.interval.ms": Setting("store.retention_check_interval_ms", int,
                                                "how often retention runs (default 300000)"),
-    "log.retention.ms": Setting("log_retention_ms", int, "default retention.ms (7 days)"),
-    "log.retention.hours": Setting("log_retention_ms", lambda t: int(t) * 3_600_000,
+    "log.retention.ms": Setting("store.log_retention_ms", int, "default retention.ms (7 days)"),
+    "log.retention.hours": Setting("store.log_retention_ms", lambda t: int(t) * 3_600_000,
                                    "default retention in hours"),
-    "log.retention.bytes": Setting("log_retention_bytes", int, "default retention.bytes (-1)"),
-    "file.reserved.time.ms": Setting("file_reserved_time_ms", int,
+    "log.retention.bytes": Setting("store.log_retention_bytes", int, "default retention.bytes (-1)"),
+    "file.reserved.time.ms": Setting("store.file_reserved_time_ms", int,
                                      "delete CommitLog segments older than this (-1: never)"),
-    "disk.max.used.space.ratio": Setting("disk_max_used_space_ratio", float,
+    "disk.max.used.space.ratio": Setting("store.disk_max_used_space_ratio", float,
                                          "above this disk usage, oldest segments go (0.90)"),
 }
 
@@ -89,28 +119,31 @@ def parse_properties(text: str) -> dict[str, str]:
     return pairs
 
 
-def store_config(properties: dict[str, str]) -> StoreConfig:
-    """Build the store's settings; raises ValueError naming the bad key."""
-    values = {}
+def broker_config(properties: dict[str, str]) -> BrokerConfig:
+    """Build the broker's settings; raises ValueError naming the bad key."""
+    config = BrokerConfig()
     for key, text in properties.items():
         setting = SETTINGS.get(key)
         if setting is None:
             raise ValueError(f"unknown setting {key!r} (see `commitgate serve --help`)")
         try:
-            values[setting.field] = setting.parse(text)
+            value = setting.parse(text)
         except ValueError as exc:
             raise ValueError(f"setting {key}={text!r}: {exc}") from None
-    return StoreConfig(**values)
+        owner, _, name = setting.field.rpartition(".")
+        setattr(config.store if owner else config, name, value)
+    config.store.__post_init__()
+    return config
 
 
-def load(config_file: Path | None, overrides: list[str]) -> StoreConfig:
+def load(config_file: Path | None, overrides: list[str]) -> BrokerConfig:
     properties = parse_properties(config_file.read_text()) if config_file else {}
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep:
             raise ValueError(f"--override takes KEY=VALUE, got {item!r}")
         properties[key.strip()] = value.strip()
-    return store_config(properties)
+    return broker_config(properties)
 
 
 def describe() -> str:

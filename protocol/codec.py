@@ -149,10 +149,12 @@ def _skip_tags(buf: memoryview, pos: int, known: dict[int, Callable]) -> tuple[d
     return found, pos
 
 
-def _write_string(buf: bytearray, value: str | None, compact: bool) -> None:
+def _write_string(buf: bytearray, value: str | None, compact: bool, nullable: bool) -> None:
     if value is None:
-        buf += b"\x00" if compact else b"\xff\xff"
-        return
+        if nullable:
+            buf += b"\x00" if compact else b"\xff\xff"
+            return
+        value = ""  # a field nullable only in later versions
     data = value.encode()
     buf += uvarint(len(data) + 1) if compact else _STRUCTS["int16"].pack(len(data))
     buf += data
@@ -339,7 +341,7 @@ class _Generator:
 
     def decode_element(self, spec: FieldSpec, target: str) -> list[str]:
         compact = self.flexible(spec)
-        nullable = self.version in spec.nullable
+        nullable = self.version in spec.nullable and not spec.is_array  # arrays: the array
         kind = spec.element
         if spec.is_struct:
             call = f"{target}, pos = d_{kind}(buf, pos)"
@@ -406,7 +408,7 @@ class _Generator:
 
     def encode_element(self, spec: FieldSpec, value: str, buf: str) -> list[str]:
         compact = self.flexible(spec)
-        nullable = self.version in spec.nullable
+        nullable = self.version in spec.nullable and not spec.is_array  # arrays: the array
         kind = spec.element
         if spec.is_struct:
             if nullable:
@@ -420,7 +422,7 @@ class _Generator:
         if kind == "bool":
             return [f"{buf} += b'\\x01' if {value} else b'\\x00'"]
         if kind == "string":
-            return [f"_write_string({buf}, {value}, {compact})"]
+            return [f"_write_string({buf}, {value}, {compact}, {nullable})"]
         if kind == "bytes":
             return [f"_write_bytes({buf}, {value}, {compact})"]
         if kind == "records":

@@ -91,8 +91,8 @@ def _default(spec: dict, type_: str, nullable: Versions) -> object:
         return None  # a struct: the encoder writes its defaults when the value is None
     if type_ == "bool":
         return str(raw).lower() == "true"
-    if type_ in ("string",):
-        return "" if raw is None else raw
+    if type_ == "string":  # Kafka's brokers send null, not "", for an unset nullable string
+        return raw if raw is not None else (None if nullable.high >= 0 else "")
     if type_ in ("bytes", "records"):
         return None if nullable.high >= 0 else b""
     if type_ == "uuid":

@@ -1,0 +1,91 @@
+"""Broker state shared by every handler: the store, the settings and the broker's identity.
+
+One broker leads every partition today; leadership and the high watermark are still explicit
+here (``leader_of``, ``high_watermark``) so that replication can later change them in one place.
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+
+from engine import MessageStore, StoreStatus
+from engine.topic_table import TopicRecord
+from gateway.cluster_meta import cluster_id
+from gateway.config import BrokerConfig, Endpoint
+from gateway.fetch_waiters import FetchWaiters
+from gateway.producer_ids import ProducerIdAllocator
+from gateway.producer_state import ProducerStateManager
+from protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+LEADER_EPOCH = 0
+MAX_MESSAGE_BYTES = "max.message.bytes"
+
+STORE_ERRORS = {
+    StoreStatus.OK: ErrorCode.NONE,
+    StoreStatus.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    StoreStatus.INVALID_TOPIC: ErrorCode.INVALID_TOPIC_EXCEPTION,
+    StoreStatus.INVALID_PARTITIONS: ErrorCode.INVALID_PARTITIONS,
+    StoreStatus.TOPIC_ALREADY_EXISTS: ErrorCode.TOPIC_ALREADY_EXISTS,
+    StoreStatus.ENTRY_TOO_LARGE: ErrorCode.RECORD_LIST_TOO_LARGE,
+    StoreStatus.OFFSET_OUT_OF_RANGE: ErrorCode.OFFSET_OUT_OF_RANGE,
+    StoreStatus.DISK_ERROR: ErrorCode.KAFKA_STORAGE_ERROR,
+    StoreStatus.FLUSH_TIMEOUT: ErrorCode.REQUEST_TIMED_OUT,
+    StoreStatus.STORE_CLOSED: ErrorCode.NOT_LEADER_OR_FOLLOWER,
+}
+
+
+@dataclass
+class Node:
+    node_id: int
+    endpoint: Endpoint
+    rack: str | None = None
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, store: MessageStore) -> None:
+        self.config = config
+        self.store = store
+        self.node = Node(config.node_id, config.advertised_endpoint)
+        self.cluster_id = cluster_id(config.store.data_dir, config.node_id)
+        self.fetch_waiters = FetchWaiters()
+        self.producer_ids = ProducerIdAllocator(config.store.data_dir / "broker" / "producer_ids")
+        self.producer_ids.load()
+        self.producers = ProducerStateManager()
+        store.add_dispatch_listener(self.fetch_waiters.on_dispatch)
+
+    # ---- topics ---------------------------------------------------------------------------------
+
+    def topic(self, name: str) -> TopicRecord | None:
+        return self.store.topic(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicRecord | None:
+        return self.store.table.by_id(str(topic_id))
+
+    def auto_create(self, name: str) -> ErrorCode:
+        """Create ``name`` with the default partition count when auto-creation is on."""
+        if not self.config.auto_create_topics:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        result = self.store.create_topic(name, self.config.num_partitions)
+        if result.status is StoreStatus.TOPIC_ALREADY_EXISTS:
+            return ErrorCode.NONE
+        if result.status is not StoreStatus.OK:
+            log.info("auto-creating topic %r refused: %s", name, result.error)
+        return STORE_ERRORS[result.status]
+
+    def max_message_bytes(self, topic: TopicRecord) -> int:
+        value = topic.configs.get(MAX_MESSAGE_BYTES)
+        return int(value) if value is not None else self.config.message_max_bytes
+
+    # ---- partitions (one broker: it leads everything) ---------------------------------------------
+
+    def leader_of(self, topic: str, partition: int) -> int:
+        return self.node.node_id
+
+    def high_watermark(self, topic: str, partition: int) -> int:
+        return self.store.log_end_offset(topic, partition)
+
+    def nodes(self) -> list[Node]:
+        return [self.node]

@@ -1,0 +1,49 @@
+"""Broker settings: the listener, Kafka's broker-level defaults, and the store's own settings."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from engine.config import StoreConfig
+
+DEFAULT_PORT = 9092
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str) -> Endpoint:
+        """``PLAINTEXT://host:port``, ``host:port`` or ``:port`` (Kafka's listener syntax)."""
+        address = text.split("://", 1)[-1].strip()
+        host, sep, port = address.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ValueError(f"expected [PLAINTEXT://]host:port, got {text!r}")
+        return cls(host.strip("[]"), int(port))
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass
+class BrokerConfig:
+    listener: Endpoint = Endpoint("127.0.0.1", DEFAULT_PORT)
+    advertised: Endpoint | None = None  # default: the listener, 127.0.0.1 shown as localhost
+    node_id: int = 1
+    num_partitions: int = 1  # partitions of auto-created topics and CreateTopics with -1
+    default_replication_factor: int = 1
+    auto_create_topics: bool = True
+    message_max_bytes: int = 1_048_588  # Kafka's default max.message.bytes for a batch
+    socket_request_max_bytes: int = 104_857_600
+    delete_topic_enable: bool = True
+    store: StoreConfig = field(default_factory=StoreConfig)
+
+    @property
+    def advertised_endpoint(self) -> Endpoint:
+        if self.advertised is not None:
+            return self.advertised
+        host = self.listener.host
+        if host in ("127.0.0.1", "0.0.0.0", ""):
+            host = "localhost"
+        return Endpoint(host, self.listener.port)

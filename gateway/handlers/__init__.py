@@ -1,0 +1,46 @@
+"""One module per Kafka API. Each module declares ``API_KEY``, ``VERSIONS`` (the versions it
+serves) and ``async def handle(ctx, request)``, which returns the response object (or None when
+the client expects no response, as Produce with acks=0). Modules are found by scanning this
+package, so adding an API is adding a file.
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+import pkgutil
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from protocol import messages
+
+
+@dataclass(frozen=True)
+class Handler:
+    api_key: int
+    name: str
+    min_version: int
+    max_version: int
+    advertised_min: int  # what ApiVersions shows; Produce shows 0 (librdkafka, KAFKA-18659)
+    handle: Callable[[Any, Any], Awaitable[Any]]
+
+    def accepts(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+
+@functools.cache
+def all_handlers() -> dict[int, Handler]:
+    found: dict[int, Handler] = {}
+    for info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        if not hasattr(module, "API_KEY"):
+            continue
+        low, high = module.VERSIONS
+        spec = messages.request(module.API_KEY).spec
+        if low < spec.valid.low or high > spec.valid.high:
+            raise RuntimeError(f"{info.name}: versions {low}-{high} outside the schema's "
+                               f"{spec.valid.low}-{spec.valid.high}")
+        found[module.API_KEY] = Handler(module.API_KEY, messages.api_name(module.API_KEY), low,
+                                        high, getattr(module, "ADVERTISED_MIN", low),
+                                        module.handle)
+    return found

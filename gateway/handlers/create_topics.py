@@ -1,0 +1,112 @@
+"""CreateTopics (key 19), including validate-only requests, with Kafka's checks and messages."""
+from __future__ import annotations
+
+import collections
+import logging
+import uuid
+
+from engine import StoreStatus
+from gateway.broker import STORE_ERRORS, Broker
+from gateway.request_context import RequestContext
+from gateway.topic_configs import TOPIC_CONFIGS, config_error, effective
+from protocol import messages
+from protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+API_KEY = 19
+VERSIONS = (2, 7)
+DEFAULT_CONFIG = 5  # DescribeConfigs ConfigSource
+DYNAMIC_TOPIC_CONFIG = 1
+
+Response = messages.get("CreateTopicsResponse").cls
+Result = Response.CreatableTopicResult
+
+
+def _shape(broker: Broker, topic) -> tuple[int, ErrorCode, str]:
+    """(partition count, error, message) from num_partitions / replication / assignments."""
+    brokers = len(broker.nodes())
+    if topic.assignments:
+        if topic.num_partitions != -1 or topic.replication_factor != -1:
+            return 0, ErrorCode.INVALID_REQUEST, ("Both numPartitions or replicationFactor and "
+                                                  "replicasAssignments were set. Both cannot be used at the same time.")
+        indexes = sorted(a.partition_index for a in topic.assignments)
+        if indexes != list(range(len(indexes))):
+            return 0, ErrorCode.INVALID_REPLICA_ASSIGNMENT, (
+                "Partitions should be a consecutive 0-based integer sequence")
+        known = {n.node_id for n in broker.nodes()}
+        for a in topic.assignments:
+            if not a.broker_ids or set(a.broker_ids) - known or \
+                    len(set(a.broker_ids)) != len(a.broker_ids):
+                return 0, ErrorCode.INVALID_REPLICA_ASSIGNMENT, (
+                    f"Invalid replica assignment {a.broker_ids} for partition "
+                    f"{a.partition_index}: brokers are {sorted(known)}")
+        return len(indexes), ErrorCode.NONE, ""
+    partitions = topic.num_partitions
+    if partitions == -1:
+        partitions = broker.config.num_partitions
+    if partitions <= 0:
+        return 0, ErrorCode.INVALID_PARTITIONS, \
+            "Number of partitions was set to an invalid non-positive value."
+    replication = topic.replication_factor
+    if replication == -1:
+        replication = broker.config.default_replication_factor
+    if replication <= 0:
+        return 0, ErrorCode.INVALID_REPLICATION_FACTOR, \
+            "Replication factor must be larger than 0, or -1 to use the default value."
+    if replication > brokers:
+        return 0, ErrorCode.INVALID_REPLICATION_FACTOR, (
+            f"Unable to replicate the partition {replication} time(s): The target replication "
+            f"factor of {replication} cannot be reached because only {brokers} broker(s) are "
+            f"registered.")
+    return partitions, ErrorCode.NONE, ""
+
+
+def _configs_out(broker: Broker, configs: dict[str, str]) -> list:
+    return [Response.CreatableTopicConfigs(
+        name=name, value=effective(broker.config, configs, name), read_only=False,
+        config_source=DYNAMIC_TOPIC_CONFIG if name in configs else DEFAULT_CONFIG,
+        is_sensitive=False) for name in sorted(TOPIC_CONFIGS)]
+
+
+def _create(ctx: RequestContext, topic, validate_only: bool) -> object:
+    broker = ctx.broker
+    out = Result(name=topic.name, error_code=ErrorCode.NONE, num_partitions=-1,
+                 replication_factor=-1, configs=None)
+    partitions, error, message = _shape(broker, topic)
+    configs = {c.name: c.value for c in topic.configs if c.value is not None}
+    if error is ErrorCode.NONE:
+        problems = [p for p in (config_error(c.name, c.value) for c in topic.configs) if p]
+        if problems:
+            error, message = ErrorCode.INVALID_CONFIG, problems[0]
+    if error is ErrorCode.NONE:
+        result = broker.store.create_topic(topic.name, partitions, configs,
+                                           validate_only=validate_only)
+        error = STORE_ERRORS[result.status]
+        message = result.error
+        if result.status is StoreStatus.TOPIC_ALREADY_EXISTS:
+            message = f"Topic '{topic.name}' already exists."
+    if error is not ErrorCode.NONE:
+        out.error_code, out.error_message = error, message
+        log.info("create topic %r from %s refused: %s", topic.name, ctx.who(), message)
+        return out
+    record = broker.topic(topic.name)
+    out.topic_id = uuid.UUID(record.topic_id) if record else None
+    out.num_partitions, out.replication_factor = partitions, 1
+    out.configs = _configs_out(broker, configs)
+    if not validate_only:
+        log.info("created topic %s (%d partitions) for %s", topic.name, partitions, ctx.who())
+    return out
+
+
+async def handle(ctx: RequestContext, request) -> object:
+    counts = collections.Counter(t.name for t in request.topics)
+    results = []
+    for topic in request.topics:
+        if counts[topic.name] > 1:
+            results.append(Result(name=topic.name, error_code=ErrorCode.INVALID_REQUEST,
+                                  error_message="Found multiple entries for this topic.",
+                                  num_partitions=-1, replication_factor=-1))
+            continue
+        results.append(_create(ctx, topic, request.validate_only))
+    return Response(throttle_time_ms=0, topics=results)

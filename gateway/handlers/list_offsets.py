@@ -1,0 +1,57 @@
+"""ListOffsets (key 2): earliest, latest, max-timestamp and by-timestamp offsets."""
+from __future__ import annotations
+
+from gateway.broker import LEADER_EPOCH, Broker
+from gateway.request_context import RequestContext
+from protocol import messages
+from protocol.errors import ErrorCode
+
+API_KEY = 2
+VERSIONS = (1, 10)
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3  # v7+
+EARLIEST_LOCAL = -4  # v8+ (tiered storage: the local log is the whole log here)
+LATEST_TIERED = -5  # v9+ (no tiered storage: nothing is tiered)
+EARLIEST_PENDING_UPLOAD = -6  # v11+, not served
+
+Response = messages.get("ListOffsetsResponse").cls
+TopicOut = Response.ListOffsetsTopicResponse
+PartitionOut = Response.ListOffsetsPartitionResponse
+
+
+def _lookup(broker: Broker, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
+    """(offset, timestamp) for one query; -1, -1 when no record qualifies."""
+    store = broker.store
+    if timestamp == LATEST:
+        return store.log_end_offset(topic, partition), -1
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        return store.log_start_offset(topic, partition), -1
+    if timestamp == LATEST_TIERED:
+        return -1, -1
+    found = (store.max_timestamp_offset(topic, partition) if timestamp == MAX_TIMESTAMP
+             else store.offset_for_timestamp(topic, partition, timestamp))
+    return found if found is not None else (-1, -1)
+
+
+def _partition(ctx: RequestContext, name: str, part) -> object:
+    broker = ctx.broker
+    out = PartitionOut(partition_index=part.partition_index, timestamp=-1, offset=-1,
+                       leader_epoch=-1)
+    topic = broker.topic(name)
+    if topic is None or not 0 <= part.partition_index < topic.partitions:
+        out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return out
+    if part.timestamp <= EARLIEST_PENDING_UPLOAD:
+        out.error_code = ErrorCode.UNSUPPORTED_VERSION
+        return out
+    out.offset, out.timestamp = _lookup(broker, name, part.partition_index, part.timestamp)
+    out.leader_epoch = LEADER_EPOCH
+    return out
+
+
+async def handle(ctx: RequestContext, request) -> object:
+    topics = [TopicOut(name=t.name, partitions=[_partition(ctx, t.name, p) for p in t.partitions])
+              for t in request.topics]
+    return Response(throttle_time_ms=0, topics=topics)

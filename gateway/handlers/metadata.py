@@ -1,0 +1,79 @@
+"""Metadata (key 3): brokers, the cluster id and the partitions of the topics asked for.
+
+Unknown topics are auto-created when the request and ``auto.create.topics.enable`` allow it;
+v10+ requests may name topics by id (@platformatic/kafka does).
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+
+from engine.topic_table import TopicRecord
+from gateway.broker import LEADER_EPOCH, Broker
+from gateway.request_context import RequestContext
+from protocol import messages
+from protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+API_KEY = 3
+VERSIONS = (0, 13)
+AUTHORIZED_OPERATIONS_UNKNOWN = -2147483648
+
+Response = messages.get("MetadataResponse").cls
+TopicOut = Response.MetadataResponseTopic
+PartitionOut = Response.MetadataResponsePartition
+
+
+def _partitions(broker: Broker, topic: TopicRecord) -> list:
+    node = broker.node.node_id
+    return [PartitionOut(error_code=ErrorCode.NONE, partition_index=p,
+                         leader_id=broker.leader_of(topic.name, p), leader_epoch=LEADER_EPOCH,
+                         replica_nodes=[node], isr_nodes=[node], offline_replicas=[])
+            for p in range(topic.partitions)]
+
+
+def _topic(broker: Broker, topic: TopicRecord) -> object:
+    return TopicOut(error_code=ErrorCode.NONE, name=topic.name,
+                    topic_id=uuid.UUID(topic.topic_id), is_internal=False,
+                    partitions=_partitions(broker, topic),
+                    topic_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN)
+
+
+def _requested(ctx: RequestContext, wanted, allow_create: bool) -> object:
+    broker = ctx.broker
+    if wanted.name is None:  # by id (v10+)
+        found = broker.topic_by_id(wanted.topic_id)
+        if found is None:
+            return TopicOut(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
+                            topic_id=wanted.topic_id)
+        return _topic(broker, found)
+    found = broker.topic(wanted.name)
+    if found is None and allow_create:
+        error = broker.auto_create(wanted.name)
+        if error is ErrorCode.NONE:
+            log.info("auto-created topic %s for %s", wanted.name, ctx.who())
+            found = broker.topic(wanted.name)
+        else:
+            return TopicOut(error_code=error, name=wanted.name)
+    if found is None:
+        return TopicOut(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=wanted.name)
+    return _topic(broker, found)
+
+
+async def handle(ctx: RequestContext, request) -> object:
+    broker = ctx.broker
+    node = broker.node
+    # v0: an empty list means all topics; v1+: null means all, empty means none
+    all_topics = request.topics is None or (ctx.api_version == 0 and not request.topics)
+    if all_topics:
+        topics = [_topic(broker, t) for t in broker.store.topics()]
+    else:
+        allow = request.allow_auto_topic_creation if ctx.api_version >= 4 else True
+        topics = [_requested(ctx, wanted, allow) for wanted in request.topics]
+    return Response(
+        throttle_time_ms=0,
+        brokers=[Response.MetadataResponseBroker(node_id=node.node_id, host=node.endpoint.host,
+                                                 port=node.endpoint.port, rack=node.rack)],
+        cluster_id=broker.cluster_id, controller_id=node.node_id, topics=topics,
+        cluster_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN, error_code=ErrorCode.NONE)

@@ -1,0 +1,110 @@
+"""Produce (key 0): validate each partition's batch by header and CRC, append it, answer.
+
+Batches are checked without decoding records: magic, lengths, CRC-32C, record count, size
+limit, then the idempotent producer's epoch and sequence. A bad batch is never stored.
+acks=0 gets no response; acks=-1 under SYNC_FLUSH is answered after the group-commit fsync.
+"""
+from __future__ import annotations
+
+import logging
+
+from engine import StoreStatus
+from gateway.broker import STORE_ERRORS, Broker
+from gateway.request_context import RequestContext
+from protocol import messages
+from protocol.errors import ErrorCode
+from protocol.record_batch import RecordSetStatus, validate_record_set
+
+log = logging.getLogger(__name__)
+
+API_KEY = 0
+VERSIONS = (3, 13)
+ADVERTISED_MIN = 0  # Kafka 4 lists v0-2 but refuses them; older librdkafka needs the 0 (KAFKA-18659)
+
+Response = messages.get("ProduceResponse").cls
+TopicOut = Response.TopicProduceResponse
+PartitionOut = Response.PartitionProduceResponse
+
+RECORD_SET_ERRORS = {
+    RecordSetStatus.EMPTY: ErrorCode.INVALID_RECORD,
+    RecordSetStatus.CORRUPT_MESSAGE: ErrorCode.CORRUPT_MESSAGE,
+    RecordSetStatus.UNSUPPORTED_MAGIC: ErrorCode.INVALID_RECORD,
+    RecordSetStatus.RECORD_TOO_LARGE: ErrorCode.MESSAGE_TOO_LARGE,
+    RecordSetStatus.INVALID_RECORD: ErrorCode.INVALID_RECORD,
+}
+
+
+def _fail(out, code: ErrorCode, message: str | None = None):
+    out.error_code = code
+    out.error_message = message
+    return out
+
+
+def _append(ctx: RequestContext, topic, index: int, records) -> tuple[object, int]:
+    """One partition's batch: (response entry, CommitLog end to wait for or -1)."""
+    broker: Broker = ctx.broker
+    out = PartitionOut(index=index, error_code=ErrorCode.NONE, base_offset=-1,
+                       log_append_time_ms=-1, log_start_offset=-1)
+    if topic is None or not 0 <= index < topic.partitions:
+        return _fail(out, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), -1
+    name = topic.name
+    if records is None:
+        return _fail(out, ErrorCode.INVALID_RECORD, "the record set is null"), -1
+    check = validate_record_set(records, broker.max_message_bytes(topic))
+    if check.status is not RecordSetStatus.OK:
+        log.info("produce to %s-%d from %s refused: %s", name, index, ctx.who(), check.detail)
+        return _fail(out, RECORD_SET_ERRORS[check.status], check.detail), -1
+    if len(check.headers) != 1:
+        return _fail(out, ErrorCode.INVALID_RECORD,
+                     "produce requests must hold exactly one record batch per partition"), -1
+    batch = check.headers[0]
+    verdict = broker.producers.check(name, index, batch)
+    if verdict.error is not ErrorCode.NONE:
+        log.info("produce to %s-%d from %s refused: %s", name, index, ctx.who(), verdict.message)
+        return _fail(out, verdict.error, verdict.message), -1
+    if verdict.duplicate_of >= 0:
+        out.base_offset = verdict.duplicate_of
+        out.log_start_offset = broker.store.log_start_offset(name, index)
+        return out, -1
+    result = broker.store.append(name, index, records, offset_count=batch.offset_count,
+                                 max_timestamp=batch.max_timestamp, sys_flag=batch.attributes)
+    if result.status is not StoreStatus.OK:
+        log.warning("append to %s-%d from %s failed: %s", name, index, ctx.who(), result.error)
+        return _fail(out, STORE_ERRORS[result.status], result.error or None), -1
+    broker.producers.record(name, index, batch, result.base_offset)
+    out.base_offset = result.base_offset
+    out.log_append_time_ms = result.log_append_time
+    out.log_start_offset = broker.store.log_start_offset(name, index)
+    return out, result.phy_end
+
+
+async def handle(ctx: RequestContext, request) -> object | None:
+    broker = ctx.broker
+    by_id = ctx.api_version >= 13
+    acks = request.acks
+    topics_out, waits = [], []
+    for data in request.topic_data:
+        topic = broker.topic_by_id(data.topic_id) if by_id else broker.topic(data.name)
+        partitions = []
+        for part in data.partition_data:
+            if acks not in (0, 1, -1):
+                out = _fail(PartitionOut(index=part.index, base_offset=-1, log_append_time_ms=-1,
+                                         log_start_offset=-1), ErrorCode.INVALID_REQUIRED_ACKS)
+                end = -1
+            else:
+                out, end = _append(ctx, topic, part.index, part.records)
+                if by_id and topic is None:
+                    out.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+            partitions.append(out)
+            if end >= 0:
+                waits.append((out, end))
+        topics_out.append(TopicOut(name=data.name, topic_id=data.topic_id,
+                                   partition_responses=partitions))
+    if acks == -1 and waits:
+        status = await broker.store.wait_durable(max(end for _, end in waits))
+        if status is not StoreStatus.OK:
+            for out, _ in waits:
+                _fail(out, STORE_ERRORS[status], f"not durable: {status.value}")
+    if acks == 0:
+        return None
+    return Response(responses=topics_out, throttle_time_ms=0)

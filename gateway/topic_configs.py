@@ -1,0 +1,127 @@
+"""Kafka's topic-level configs: names, types, defaults and validation.
+
+Topics keep only the values set on them (``TopicRecord.configs``); everything else reads the
+broker default. CommitGate acts on ``retention.ms``, ``retention.bytes``,
+``max.message.bytes`` and ``message.timestamp.type``; the other names are accepted and stored
+so that tools which set them (Kafka Connect, Streams, Spark) keep working.
+"""
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gateway.config import BrokerConfig
+
+
+class ConfigType(enum.IntEnum):
+    """DescribeConfigs v3+ config types (Kafka's ConfigDef.Type order)."""
+
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    name: str
+    type: ConfigType
+    default: Callable[[BrokerConfig], str | None]
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None
+    synonym: str | None = None  # the broker-level config the default comes from
+
+
+def _const(value: str | None) -> Callable[[BrokerConfig], str | None]:
+    return lambda _config: value
+
+
+_WEEK_MS = str(7 * 24 * 3600 * 1000)
+TOPIC_CONFIGS: dict[str, TopicConfig] = {c.name: c for c in [
+    TopicConfig("cleanup.policy", ConfigType.LIST, _const("delete"), ("delete", "compact"),
+                synonym="log.cleanup.policy"),
+    TopicConfig("compression.type", ConfigType.STRING, _const("producer"),
+                ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+                synonym="compression.type"),
+    TopicConfig("compression.gzip.level", ConfigType.INT, _const("-1")),
+    TopicConfig("compression.lz4.level", ConfigType.INT, _const("9")),
+    TopicConfig("compression.zstd.level", ConfigType.INT, _const("3")),
+    TopicConfig("delete.retention.ms", ConfigType.LONG, _const("86400000"), minimum=0),
+    TopicConfig("file.delete.delay.ms", ConfigType.LONG, _const("60000"), minimum=0),
+    TopicConfig("flush.messages", ConfigType.LONG, _const("9223372036854775807"), minimum=1),
+    TopicConfig("flush.ms", ConfigType.LONG, _const("9223372036854775807"), minimum=0),
+    TopicConfig("follower.replication.throttled.replicas", ConfigType.LIST, _const("")),
+    TopicConfig("index.interval.bytes", ConfigType.INT, _const("4096"), minimum=0),
+    TopicConfig("leader.replication.throttled.replicas", ConfigType.LIST, _const("")),
+    TopicConfig("local.retention.bytes", ConfigType.LONG, _const("-2"), minimum=-2),
+    TopicConfig("local.retention.ms", ConfigType.LONG, _const("-2"), minimum=-2),
+    TopicConfig("max.compaction.lag.ms", ConfigType.LONG, _const("9223372036854775807"),
+                minimum=1),
+    TopicConfig("max.message.bytes", ConfigType.INT, lambda c: str(c.message_max_bytes),
+                minimum=0, synonym="message.max.bytes"),
+    TopicConfig("message.timestamp.after.max.ms", ConfigType.LONG,
+                _const("9223372036854775807"), minimum=0),
+    TopicConfig("message.timestamp.before.max.ms", ConfigType.LONG,
+                _const("9223372036854775807"), minimum=0),
+    TopicConfig("message.timestamp.type", ConfigType.STRING, _const("CreateTime"),
+                ("CreateTime", "LogAppendTime"), synonym="log.message.timestamp.type"),
+    TopicConfig("min.cleanable.dirty.ratio", ConfigType.DOUBLE, _const("0.5"), minimum=0),
+    TopicConfig("min.compaction.lag.ms", ConfigType.LONG, _const("0"), minimum=0),
+    TopicConfig("min.insync.replicas", ConfigType.INT, _const("1"), minimum=1,
+                synonym="min.insync.replicas"),
+    TopicConfig("preallocate", ConfigType.BOOLEAN, _const("false")),
+    TopicConfig("remote.storage.enable", ConfigType.BOOLEAN, _const("false")),
+    TopicConfig("retention.bytes", ConfigType.LONG, lambda c: str(c.store.log_retention_bytes),
+                synonym="log.retention.bytes"),
+    TopicConfig("retention.ms", ConfigType.LONG, lambda c: str(c.store.log_retention_ms),
+                minimum=-1, synonym="log.retention.ms"),
+    TopicConfig("segment.bytes", ConfigType.INT, lambda c: str(c.store.commitlog_segment_bytes),
+                minimum=14, synonym="log.segment.bytes"),
+    TopicConfig("segment.index.bytes", ConfigType.INT, _const("10485760"), minimum=4),
+    TopicConfig("segment.jitter.ms", ConfigType.LONG, _const("0"), minimum=0),
+    TopicConfig("segment.ms", ConfigType.LONG, _const(_WEEK_MS), minimum=1),
+    TopicConfig("unclean.leader.election.enable", ConfigType.BOOLEAN, _const("false")),
+]}
+
+
+def config_error(name: str, value: str | None) -> str | None:
+    """Why ``name=value`` is not a valid topic config, or None when it is."""
+    spec = TOPIC_CONFIGS.get(name)
+    if spec is None:
+        return f"Unknown topic config name: {name}"
+    if value is None:
+        return None
+    try:
+        _check_value(spec, value)
+    except ValueError as exc:
+        return f"Invalid value {value} for configuration {name}: {exc}"
+    return None
+
+
+def _check_value(spec: TopicConfig, value: str) -> None:
+    kind = spec.type
+    if kind == ConfigType.BOOLEAN and value.lower() not in ("true", "false"):
+        raise ValueError("Expected value to be either true or false")
+    if kind in (ConfigType.INT, ConfigType.LONG, ConfigType.SHORT, ConfigType.DOUBLE):
+        number = float(value) if kind == ConfigType.DOUBLE else int(value.strip())
+        if spec.minimum is not None and number < spec.minimum:
+            raise ValueError(f"Value must be at least {spec.minimum:g}")
+        if kind == ConfigType.INT and not -2**31 <= number < 2**31:
+            raise ValueError("Not a number of type INT")
+    items = [v.strip() for v in value.split(",")] if kind == ConfigType.LIST else [value]
+    if spec.choices and any(item not in spec.choices for item in items if item):
+        raise ValueError(f"String must be one of: {', '.join(spec.choices)}")
+
+
+def effective(config: BrokerConfig, topic_configs: dict[str, str], name: str) -> str | None:
+    """The value in force: the topic's own, else the broker default."""
+    if name in topic_configs:
+        return topic_configs[name]
+    return TOPIC_CONFIGS[name].default(config)
