@@ -1,0 +1,4 @@
+"""``python -m gateway`` is the ``commitgate`` command."""
+from gateway.cli import app
+
+app()

@@ -1,0 +1,105 @@
+"""Start a CommitGate broker as a subprocess on a free port (tests, compat matrix, benchmarks).
+
+The broker is the real thing: ``python -m gateway serve`` with its own data directory,
+reachable at ``bootstrap``; stopping it sends SIGTERM (clean) or SIGKILL (crash).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 30.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class BrokerProcess:
+    def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None,
+                 port: int | None = None, log_path: Path | None = None) -> None:
+        self.data_dir = Path(data_dir)
+        self.port = port or free_port()
+        self.overrides = dict(overrides or {})
+        self.log_path = log_path or self.data_dir.with_name(self.data_dir.name + ".log")
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        settings = {"log.dirs": str(self.data_dir), "listeners": f"127.0.0.1:{self.port}",
+                    "advertised.listeners": f"127.0.0.1:{self.port}", **self.overrides}
+        args = [sys.executable, "-m", "gateway", "serve"]
+        for key, value in settings.items():
+            args += ["--override", f"{key}={value}"]
+        return args
+
+    def start(self) -> BrokerProcess:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")  # noqa: SIM115 - the child keeps it
+        self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
+                                        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        log.close()
+        self._wait_listening()
+        return self
+
+    def _wait_listening(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.process.returncode}: "
+                                   f"{self.log_tail()}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        self.kill()
+        raise RuntimeError(f"broker did not listen within {START_TIMEOUT_S}s: {self.log_tail()}")
+
+    def stop(self) -> int:
+        """SIGTERM and wait: returns the exit code (0 for a clean stop)."""
+        return self._signal(signal.SIGTERM)
+
+    def kill(self) -> int:
+        return self._signal(signal.SIGKILL)
+
+    def _signal(self, sig: int) -> int:
+        if self.process is None:
+            return 0
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(STOP_TIMEOUT_S)
+        code = self.process.returncode
+        self.process = None
+        return code
+
+    def restart(self) -> BrokerProcess:
+        self.stop()
+        return self.start()
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def __enter__(self) -> BrokerProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill() if self.process and self.process.poll() is None and exc[0] else self.stop()
