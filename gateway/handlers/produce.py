@@ -13,7 +13,7 @@ from gateway.broker import STORE_ERRORS, Broker
 from gateway.request_context import RequestContext
 from protocol import messages
 from protocol.errors import ErrorCode
-from protocol.record_batch import RecordSetStatus, validate_record_set
+from protocol.record_batch import CODECS, RecordSetStatus, validate_record_set
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,10 @@ def _append(ctx: RequestContext, topic, index: int, records) -> tuple[object, in
         return _fail(out, ErrorCode.INVALID_RECORD,
                      "produce requests must hold exactly one record batch per partition"), -1
     batch = check.headers[0]
+    if batch.codec == CODECS["zstd"] and ctx.api_version < 7:
+        return _fail(out, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                     f"Produce requests with version {ctx.api_version} are not allowed to use "
+                     f"ZStandard compression"), -1
     verdict = broker.producers.check(name, index, batch)
     if verdict.error is not ErrorCode.NONE:
         log.info("produce to %s-%d from %s refused: %s", name, index, ctx.who(), verdict.message)
