@@ -73,5 +73,7 @@ class WireClient:
         """True once the broker closed the socket (reads EOF within the timeout)."""
         try:
             return self.sock.recv(1) == b""
-        except (ConnectionResetError, socket.timeout):
+        except ConnectionResetError:
+            return True
+        except socket.timeout:
             return False
