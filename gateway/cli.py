@@ -35,9 +35,14 @@ def serve(
         broker_config = settings.load(config, override)
     except (ValueError, OSError) as exc:
         raise typer.BadParameter(str(exc)) from None
+    from engine import StoreLocked
     from gateway.server import run_until_signal
 
-    _run(run_until_signal(broker_config))
+    try:
+        _run(run_until_signal(broker_config))
+    except (OSError, StoreLocked) as exc:  # port taken, data directory in use or unwritable
+        logging.getLogger("commitgate").error("CommitGate cannot start: %s", exc)
+        raise typer.Exit(1) from None
 
 
 @app.command(help="Append, read back, restart and verify a store in a temporary directory.")

@@ -109,6 +109,8 @@ class KafkaConnection(asyncio.Protocol):
         except DecodeError as exc:
             log.warning("undecodable request from %s: %s; closing", self.peer, exc)
             return False
+        log.debug("%s v%d from client %r at %s", handler.name, version, header.client_id,
+                  self.peer)
         ctx = RequestContext(self.broker, version, header.client_id, self.peer)
         task = asyncio.ensure_future(handler.handle(ctx, request))
         self._queue.append((header, handler, task))
