@@ -128,13 +128,6 @@ def _read_uuid(buf: memoryview, pos: int):
     return uuid.UUID(bytes=bytes(buf[pos:end])), end
 
 
-def _unpack(code: struct.Struct, buf: memoryview, pos: int):
-    try:
-        return code.unpack_from(buf, pos)[0], pos + code.size
-    except struct.error:
-        raise DecodeError("message ends inside a fixed-size field") from None
-
-
 def _skip_tags(buf: memoryview, pos: int, known: dict[int, Callable]) -> tuple[dict, int]:
     """Read a tagged-field section; returns {tag: decoded value} for the tags we know."""
     count, pos = read_uvarint(buf, pos)
@@ -264,7 +257,7 @@ class _Generator:
         self.env: dict[str, Any] = {
             "DecodeError": DecodeError, "read_uvarint": read_uvarint, "uvarint": uvarint,
             "_read_string": _read_string, "_read_bytes": _read_bytes,
-            "_read_count": _read_count, "_read_uuid": _read_uuid, "_unpack": _unpack,
+            "_read_count": _read_count, "_read_uuid": _read_uuid,
             "_skip_tags": _skip_tags, "_write_string": _write_string,
             "_write_bytes": _write_bytes, "_write_count": _write_count,
             "_write_uuid": _write_uuid, "_write_tags": _write_tags, "ZERO_UUID": ZERO_UUID,
@@ -305,9 +298,11 @@ class _Generator:
         if flexible:
             tagged = [f for f in present if self.version in f.tagged]
             table = self.tag_table(name, tagged)
-            out.append(f"    tags, pos = _skip_tags(buf, pos, {table})")
+            # most structs carry no tagged fields: one byte, read inline
+            out += ["    if buf[pos] == 0:", "        pos += 1", "    else:",
+                    f"        tags, pos = _skip_tags(buf, pos, {table})"]
             for spec in tagged:
-                out.append(f"    if {spec.tag} in tags: o.{spec.name} = tags[{spec.tag}]")
+                out.append(f"        if {spec.tag} in tags: o.{spec.name} = tags[{spec.tag}]")
         out.append("    return o, pos")
         self.lines += out
         return fn
@@ -346,14 +341,16 @@ class _Generator:
         if spec.is_struct:
             call = f"{target}, pos = d_{kind}(buf, pos)"
             if nullable:  # a nullable struct is prefixed by an int8 presence marker
-                return ["m, pos = _unpack(S_int8, buf, pos)",
+                return ["m = S_int8.unpack_from(buf, pos)[0]", "pos += 1",
                         f"if m < 0: {target} = None",
                         f"else: {call}"]
             return [call]
         if kind in _NUMBERS:
-            return [f"{target}, pos = _unpack(S_{kind}, buf, pos)"]
+            # struct.error on a short buffer becomes DecodeError in MessageCodec.decode
+            return [f"{target} = S_{kind}.unpack_from(buf, pos)[0]",
+                    f"pos += {_STRUCTS[kind].size}"]
         if kind == "bool":
-            return [f"{target}, pos = _unpack(S_int8, buf, pos)", f"{target} = {target} != 0"]
+            return [f"{target} = S_int8.unpack_from(buf, pos)[0] != 0", "pos += 1"]
         if kind == "string":
             return [f"{target}, pos = _read_string(buf, pos, {compact}, {nullable})"]
         if kind in ("bytes", "records"):
