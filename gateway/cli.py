@@ -64,6 +64,16 @@ def bench_store(
     bench_main(data_dir, volume_mb, rounds)
 
 
+@bench_app.command("codec", help="Protocol codecs: Produce decode and Fetch encode, "
+                                 "CommitGate vs kio (if installed) vs kafka-python.")
+def bench_codec(
+    rounds: Annotated[int, typer.Option(help="times each measurement runs (best is shown)")] = 3,
+) -> None:
+    from bench.codec import main as codec_main
+
+    codec_main(rounds)
+
+
 def _run(coro) -> None:
     try:
         import uvloop
