@@ -11,7 +11,7 @@ import logging
 import os
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from engine.allocate_mapped_file_service import AllocateMappedFileService
 from engine.body_format import BodyFormat
@@ -345,6 +345,27 @@ class MessageStore:
             if key in self.body_format.keys(body):
                 hits.append((req.partition, req.queue_offset))
         return hits
+
+    def iter_batches(self, from_phy: int
+                     ) -> Iterator[tuple[str, int, int, memoryview, int]] | None:
+        """Stored batches of existing topics from CommitLog offset ``from_phy`` on (or from the
+        oldest segment kept), as (topic, partition, base offset, body, entry end): what state
+        kept beside the store (idempotent producers) is rebuilt from at start. None when
+        ``from_phy`` lies past the CommitLog end: recovery cut off a tail the caller had seen."""
+        commit_log = self.commit_log
+        if from_phy > commit_log.max_offset:
+            return None
+
+        def stored() -> Iterator[tuple[str, int, int, memoryview, int]]:
+            for req in commit_log.iter_entries(max(from_phy, commit_log.min_offset),
+                                               check_crc=False):
+                topic = self.table.topics.get(req.topic)
+                if topic is None or req.partition >= topic.partitions or \
+                        req.phy_offset < topic.created_phy:
+                    continue  # a deleted topic, or an earlier topic of the same name
+                yield (req.topic, req.partition, req.queue_offset,
+                       commit_log.body(req.phy_offset, req.size), req.phy_offset + req.size)
+        return stored()
 
     def add_dispatch_listener(self, listener: Callable[[DispatchRequest], None]) -> None:
         """Called after every append is dispatched (wakes parked fetches)."""

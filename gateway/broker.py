@@ -15,6 +15,7 @@ from gateway.cluster_meta import cluster_id
 from gateway.config import BrokerConfig, Endpoint
 from gateway.fetch_waiters import FetchWaiters
 from gateway.producer_ids import ProducerIdAllocator
+from gateway.producer_snapshot_service import ProducerSnapshotService
 from gateway.producer_state import ProducerStateManager
 from protocol.errors import ErrorCode
 
@@ -54,6 +55,11 @@ class Broker:
         self.producer_ids = ProducerIdAllocator(config.store.data_dir / "broker" / "producer_ids")
         self.producer_ids.load()
         self.producers = ProducerStateManager()
+        self.producer_snapshots = ProducerSnapshotService(
+            config.store.data_dir / "broker" / "producer_state", self.producers, store,
+            interval_ms=config.producer_snapshot_interval_ms,
+            expiration_ms=config.producer_id_expiration_ms)
+        self.producer_snapshots.restore()
         store.add_dispatch_listener(self.fetch_waiters.on_dispatch)
 
     # ---- topics ---------------------------------------------------------------------------------

@@ -1,24 +1,33 @@
 """Idempotent-producer state per (producer id, topic-partition), as Kafka's ProducerStateManager.
 
 For each producer and partition the broker keeps the producer's epoch and the last five
-batches it appended (first/last sequence, base offset). A produced batch is then:
-- a duplicate of one of those five: answered with its original base offset, not stored again;
+batches it appended (sequence range, offsets, timestamp). A produced batch is then:
+- a duplicate of one of those five (same epoch): answered with its original offset, not stored;
 - from an older epoch: INVALID_PRODUCER_EPOCH;
-- not the next sequence: OUT_OF_ORDER_SEQUENCE_NUMBER;
-- otherwise appended, and remembered.
+- of a newer epoch: accepted from sequence 0 only (OUT_OF_ORDER_SEQUENCE_NUMBER otherwise);
+- of the current epoch: accepted when it follows the last sequence (wrapping after 2^31-1),
+  OUT_OF_ORDER_SEQUENCE_NUMBER on a gap;
+- from a producer without state here (new, expired, or its state never reached this broker):
+  accepted at any sequence, as Kafka does since KIP-360.
+
+Like Kafka, the epoch is per producer and partition: an idempotent producer without a
+transactional id bumps its epoch on its own and each partition learns it from the batches.
+State is keyed by topic id, so a deleted topic's state never reaches a recreated namesake.
 """
 from __future__ import annotations
 
 import collections
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from protocol.errors import ErrorCode
-from protocol.record_batch import NO_SEQUENCE, BatchHeader
+from protocol.record_batch import BatchHeader
 
-NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
-CACHED_BATCHES = 5
+CACHED_BATCHES = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 MAX_SEQUENCE = 0x7FFFFFFF
+
+Key = tuple[int, str, int]  # producer id, topic id, partition
 
 
 @dataclass(slots=True)
@@ -27,6 +36,8 @@ class BatchMetadata:
     last_seq: int
     base_offset: int
     offset_count: int
+    timestamp: int  # the stored batch's max timestamp (Kafka answers duplicates with it)
+    phy_end: int  # CommitLog end of its entry: a duplicate with acks=-1 waits until it is durable
 
 
 @dataclass(slots=True)
@@ -37,13 +48,17 @@ class ProducerEntry:
 
     @property
     def last_seq(self) -> int:
-        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+        return self.batches[-1].last_seq
+
+    @property
+    def last_timestamp(self) -> int:
+        return self.batches[-1].timestamp
 
 
 @dataclass(slots=True)
 class Verdict:
     error: ErrorCode = ErrorCode.NONE
-    duplicate_of: int = -1  # base offset of the original when the batch is a retry
+    duplicate: BatchMetadata | None = None  # the original when the batch is a retry
     message: str | None = None
 
 
@@ -54,41 +69,61 @@ def _in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == MAX_SEQUENCE)
 
 
+def _refuse(code: ErrorCode, message: str) -> Verdict:
+    return Verdict(code, message=message)
+
+
 class ProducerStateManager:
     def __init__(self) -> None:
-        self.entries: dict[tuple[int, str, int], ProducerEntry] = {}
+        self.entries: dict[Key, ProducerEntry] = {}
+        self.covered = 0  # CommitLog end up to which every append is reflected here
+        self.dirty = False  # changed since the last snapshot
 
-    def check(self, topic: str, partition: int, batch: BatchHeader) -> Verdict:
+    def check(self, topic_id: str, partition: int, batch: BatchHeader) -> Verdict:
         """Whether ``batch`` may be appended (before the append, no state change)."""
-        if batch.producer_id == NO_PRODUCER_ID:
+        pid = batch.producer_id
+        if pid < 0:  # Kafka's hasProducerId(): any negative id means "not idempotent"
             return ACCEPT
-        entry = self.entries.get((batch.producer_id, topic, partition))
-        if entry is None or entry.epoch == NO_PRODUCER_EPOCH:
-            return ACCEPT  # unknown producer (new, or its state was removed): any sequence
-        if batch.producer_epoch < entry.epoch:
-            return Verdict(ErrorCode.INVALID_PRODUCER_EPOCH, message=(
-                f"epoch {batch.producer_epoch} of producer {batch.producer_id} is older than "
-                f"the current {entry.epoch} on {topic}-{partition}"))
+        if batch.base_sequence < 0:
+            return _refuse(ErrorCode.INVALID_RECORD, f"invalid sequence number "
+                           f"{batch.base_sequence} in a batch of producer {pid}")
+        entry = self.entries.get((pid, topic_id, partition))
+        if entry is not None and batch.producer_epoch < entry.epoch:
+            return _refuse(ErrorCode.INVALID_PRODUCER_EPOCH, f"epoch {batch.producer_epoch} of "
+                           f"producer {pid} is older than the last seen epoch {entry.epoch}")
+        if batch.is_transactional:
+            return _refuse(ErrorCode.INVALID_TXN_STATE, "transactions are not supported yet: the "
+                           "batch is not part of an ongoing transaction")
+        if entry is None:
+            return ACCEPT
         if batch.producer_epoch > entry.epoch:
-            if batch.base_sequence != 0:
-                return Verdict(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, message=(
-                    f"producer {batch.producer_id} starts epoch {batch.producer_epoch} on "
-                    f"{topic}-{partition} at sequence {batch.base_sequence}, expected 0"))
+            if batch.base_sequence != 0 and entry.epoch != NO_PRODUCER_EPOCH:
+                return _refuse(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, f"producer {pid} starts "
+                               f"epoch {batch.producer_epoch} at sequence {batch.base_sequence}, "
+                               f"expected 0")
             return ACCEPT
+        return self._check_sequence(entry, batch)
+
+    @staticmethod
+    def _check_sequence(entry: ProducerEntry, batch: BatchHeader) -> Verdict:
+        first, last = batch.base_sequence, batch.last_sequence
         for cached in entry.batches:
-            if cached.first_seq == batch.base_sequence and cached.last_seq == batch.last_sequence:
-                return Verdict(duplicate_of=cached.base_offset)
-        if not _in_sequence(entry.last_seq, batch.base_sequence):
-            return Verdict(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, message=(
-                f"producer {batch.producer_id} sent sequence {batch.base_sequence} to "
-                f"{topic}-{partition}, expected {entry.last_seq + 1}"))
+            if cached.first_seq == first and cached.last_seq == last:
+                return Verdict(duplicate=cached)
+        if entry.epoch != NO_PRODUCER_EPOCH and not _in_sequence(entry.last_seq, first):
+            return _refuse(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, f"producer "
+                           f"{batch.producer_id} sent sequence {first}, expected "
+                           f"{(entry.last_seq + 1) & MAX_SEQUENCE}")
         return ACCEPT
 
-    def record(self, topic: str, partition: int, batch: BatchHeader, base_offset: int) -> None:
-        """Remember an appended batch (live, or replayed from the CommitLog at start)."""
-        if batch.producer_id == NO_PRODUCER_ID:
+    def record(self, topic_id: str, partition: int, batch: BatchHeader, base_offset: int,
+               timestamp: int, phy_end: int) -> None:
+        """Note an appended batch (live, or replayed from the CommitLog at start); every
+        append comes here so that ``covered`` tells snapshots where the CommitLog stood."""
+        self.covered = phy_end
+        if batch.producer_id < 0:
             return
-        key = (batch.producer_id, topic, partition)
+        key = (batch.producer_id, topic_id, partition)
         entry = self.entries.get(key)
         if entry is None:
             entry = self.entries[key] = ProducerEntry()
@@ -96,4 +131,23 @@ class ProducerStateManager:
             entry.epoch = batch.producer_epoch
             entry.batches.clear()
         entry.batches.append(BatchMetadata(batch.base_sequence, batch.last_sequence, base_offset,
-                                           batch.offset_count))
+                                           batch.offset_count, timestamp, phy_end))
+        self.dirty = True
+
+    def expire(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget producers whose last batch is ``expiration_ms`` old (Kafka's
+        producer.id.expiration.ms, judged by the batch's max timestamp as Kafka does)."""
+        old = [key for key, entry in self.entries.items()
+               if entry.batches and now_ms - entry.last_timestamp >= expiration_ms]
+        return self._drop(old)
+
+    def retain_topics(self, topic_ids: Iterable[str]) -> int:
+        """Forget the state of topics that no longer exist."""
+        live = set(topic_ids)
+        return self._drop([key for key in self.entries if key[1] not in live])
+
+    def _drop(self, keys: list[Key]) -> int:
+        for key in keys:
+            del self.entries[key]
+        self.dirty = self.dirty or bool(keys)
+        return len(keys)

@@ -64,6 +64,12 @@ SETTINGS: dict[str, Setting] = {
     "socket.request.max.bytes": Setting("socket_request_max_bytes", int,
                                         "largest request frame (default 104857600)"),
     "delete.topic.enable": Setting("delete_topic_enable", _bool, "allow DeleteTopics (true)"),
+    "producer.id.expiration.ms": Setting("producer_id_expiration_ms", int,
+                                         "forget an idle idempotent producer's state after "
+                                         "this long since its last batch (86400000)"),
+    "producer.snapshot.interval.ms": Setting("producer_snapshot_interval_ms", int,
+                                             "how often idempotent producers' state is "
+                                             "snapshotted (10000)"),
     "log.dirs": Setting("store.data_dir", _log_dirs, "data directory (default ./data)"),
     "log.dir": Setting("store.data_dir", _log_dirs, "same as log.dirs"),
     "flush.disk.type": Setting("store.flush_disk_type", lambda t: FlushDiskType(t.upper()),

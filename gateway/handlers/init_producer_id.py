@@ -1,8 +1,12 @@
 """InitProducerId (key 22): producer ids for idempotent producers.
 
-A new idempotent producer gets a fresh id (epoch 0) from the persistent allocator. A producer
-that sends its current id and epoch (KIP-360, v3+) after an error gets the epoch bumped, or a
-fresh id once the epoch is exhausted. Transactional ids arrive with the transactions issue.
+As Kafka's TransactionCoordinator does without a transactional id, every request gets a fresh
+id with epoch 0 from the persistent allocator, whatever id and epoch it carries: the v3+
+(KIP-360) fields only matter for transactional ids. An idempotent producer that hits a sequence
+error either bumps its epoch itself (the Java client; partitions then accept the new epoch
+from sequence 0 and fence the old one) or asks here again and starts over with a new id.
+A producer id given without an epoch, or the reverse, is INVALID_REQUEST (KafkaApis).
+Transactional ids arrive with the transactions issue; until then they are refused.
 """
 from __future__ import annotations
 
@@ -16,23 +20,29 @@ log = logging.getLogger(__name__)
 
 API_KEY = 22
 VERSIONS = (0, 5)
-MAX_EPOCH = 32767
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
 
 Response = messages.get("InitProducerIdResponse").cls
 
 
+def _error(code: ErrorCode) -> object:
+    return Response(throttle_time_ms=0, error_code=code, producer_id=NO_PRODUCER_ID,
+                    producer_epoch=NO_PRODUCER_EPOCH)
+
+
 async def handle(ctx: RequestContext, request) -> object:
-    broker = ctx.broker
-    if request.transactional_id is not None:
-        log.info("%s asked for transactional id %r: transactions are not served yet",
+    if request.transactional_id:  # refused where Kafka checks the transactional id's ACL
+        log.info("%s asked for transactional id %r: transactions are not supported yet",
                  ctx.who(), request.transactional_id)
-        return Response(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                        producer_id=-1, producer_epoch=-1)
-    pid, epoch = request.producer_id, request.producer_epoch
-    if pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:
-        epoch += 1
-    else:
-        pid, epoch = broker.producer_ids.allocate(), 0
-    log.info("producer id %d epoch %d for %s", pid, epoch, ctx.who())
+        return _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if (request.producer_id == NO_PRODUCER_ID) != (request.producer_epoch == NO_PRODUCER_EPOCH) \
+            or request.transactional_id == "":
+        log.info("%s sent an invalid InitProducerId: transactional id %r, producer id %d, epoch "
+                 "%d", ctx.who(), request.transactional_id, request.producer_id,
+                 request.producer_epoch)
+        return _error(ErrorCode.INVALID_REQUEST)
+    pid = ctx.broker.producer_ids.allocate()
+    log.info("producer id %d epoch 0 for %s", pid, ctx.who())
     return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id=pid,
-                    producer_epoch=epoch)
+                    producer_epoch=0)

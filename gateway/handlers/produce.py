@@ -62,20 +62,24 @@ def _append(ctx: RequestContext, topic, index: int, records) -> tuple[object, in
         return _fail(out, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                      f"Produce requests with version {ctx.api_version} are not allowed to use "
                      f"ZStandard compression"), -1
-    verdict = broker.producers.check(name, index, batch)
+    verdict = broker.producers.check(topic.topic_id, index, batch)
     if verdict.error is not ErrorCode.NONE:
         log.info("produce to %s-%d from %s refused: %s", name, index, ctx.who(), verdict.message)
         return _fail(out, verdict.error, verdict.message), -1
-    if verdict.duplicate_of >= 0:
-        out.base_offset = verdict.duplicate_of
+    if verdict.duplicate is not None:  # a retry: Kafka answers with the original's offset and time
+        original = verdict.duplicate
+        out.base_offset = original.base_offset
+        out.log_append_time_ms = original.timestamp
         out.log_start_offset = broker.store.log_start_offset(name, index)
-        return out, -1
+        return out, original.phy_end
     result = broker.store.append(name, index, records, offset_count=batch.offset_count,
                                  max_timestamp=batch.max_timestamp, sys_flag=batch.attributes)
     if result.status is not StoreStatus.OK:
         log.warning("append to %s-%d from %s failed: %s", name, index, ctx.who(), result.error)
         return _fail(out, STORE_ERRORS[result.status], result.error or None), -1
-    broker.producers.record(name, index, batch, result.base_offset)
+    timestamp = batch.max_timestamp if result.log_append_time < 0 else result.log_append_time
+    broker.producers.record(topic.topic_id, index, batch, result.base_offset, timestamp,
+                            result.phy_end)
     out.base_offset = result.base_offset
     out.log_append_time_ms = result.log_append_time
     out.log_start_offset = broker.store.log_start_offset(name, index)

@@ -1,0 +1,137 @@
+"""ProducerStateManager: Kafka's per producer-partition epoch and sequence rules."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from gateway.producer_state import CACHED_BATCHES, MAX_SEQUENCE, ProducerStateManager
+from protocol.errors import ErrorCode
+from protocol.record_batch import build_batch, read_header
+
+TOPIC = "3f1c7a52-0000-4000-8000-000000000001"
+PID = 7
+
+
+def header(seq: int, records: int = 1, *, epoch: int = 0, pid: int = PID, ts: int = 1_000,
+           transactional: bool = False):
+    return read_header(build_batch([(None, b"v", [], ts)] * records, producer_id=pid,
+                                   producer_epoch=epoch, base_sequence=seq,
+                                   transactional=transactional))
+
+
+class Log:
+    """The manager plus a fake offset counter, appending what check() lets through."""
+
+    def __init__(self) -> None:
+        self.state = ProducerStateManager()
+        self.end = 0
+
+    def send(self, batch, partition: int = 0):
+        verdict = self.state.check(TOPIC, partition, batch)
+        if verdict.error is ErrorCode.NONE and verdict.duplicate is None:
+            self.state.record(TOPIC, partition, batch, self.end, batch.max_timestamp,
+                              self.end + 100)
+            self.end += batch.offset_count
+        return verdict
+
+
+@pytest.fixture
+def log() -> Log:
+    return Log()
+
+
+def test_in_sequence_batches_are_accepted(log):
+    for seq in (0, 2, 5):
+        assert log.send(header(seq, records=2 if seq == 0 else 3)).error is ErrorCode.NONE
+    assert log.end == 8
+
+
+def test_a_retry_of_any_of_the_last_five_batches_is_a_duplicate(log):
+    for seq in range(7):
+        log.send(header(seq))
+    for seq in range(7 - CACHED_BATCHES, 7):
+        verdict = log.send(header(seq))
+        assert verdict.error is ErrorCode.NONE
+        assert verdict.duplicate.base_offset == seq
+    assert log.end == 7
+    # the sixth-newest is forgotten: its retry is out of order, as in Kafka
+    assert log.send(header(1)).error is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+def test_a_duplicate_needs_the_same_sequence_range(log):
+    log.send(header(0, records=3))
+    assert log.send(header(0, records=2)).error is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+def test_a_gap_is_out_of_order(log):
+    log.send(header(0))
+    assert log.send(header(2)).error is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert log.send(header(1)).error is ErrorCode.NONE
+
+
+def test_an_older_epoch_is_fenced_and_a_newer_one_starts_at_zero(log):
+    log.send(header(0, epoch=1))
+    assert log.send(header(1, epoch=0)).error is ErrorCode.INVALID_PRODUCER_EPOCH
+    assert log.send(header(0, epoch=0)).error is ErrorCode.INVALID_PRODUCER_EPOCH
+    assert log.send(header(3, epoch=2)).error is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert log.send(header(0, epoch=2)).error is ErrorCode.NONE
+    assert log.send(header(1, epoch=1)).error is ErrorCode.INVALID_PRODUCER_EPOCH
+    # the bump cleared the cache: a retry from the old epoch is no duplicate any more
+    assert log.send(header(0, epoch=2)).duplicate is not None
+
+
+def test_epochs_are_per_partition_as_in_kafka(log):
+    log.send(header(0, epoch=3), partition=0)
+    assert log.send(header(0, epoch=1), partition=1).error is ErrorCode.NONE
+
+
+def test_an_unknown_producer_may_start_at_any_sequence(log):
+    assert log.send(header(42)).error is ErrorCode.NONE
+    assert log.send(header(43)).error is ErrorCode.NONE
+    assert log.send(header(40, pid=PID + 1)).error is ErrorCode.NONE
+
+
+def test_sequences_wrap_after_the_largest_int32(log):
+    assert log.send(header(MAX_SEQUENCE - 1, records=2)).error is ErrorCode.NONE
+    wrapped = header(0, records=2)
+    assert log.send(wrapped).error is ErrorCode.NONE
+    assert log.send(header(MAX_SEQUENCE - 1, records=2)).duplicate.base_offset == 0
+    assert header(MAX_SEQUENCE, records=3).last_sequence == 1  # a batch across the wrap
+
+
+def test_non_idempotent_batches_are_never_checked(log):
+    for _ in range(3):
+        assert log.send(header(-1, pid=-1, epoch=-1)).duplicate is None
+    assert log.state.entries == {}
+    assert log.state.covered == 2 + 100  # where the last append ended
+
+
+def test_a_producer_id_without_a_sequence_is_an_invalid_record(log):
+    assert log.send(header(-1)).error is ErrorCode.INVALID_RECORD
+
+
+def test_transactional_batches_are_refused_until_transactions_exist(log):
+    log.send(header(0, epoch=2))
+    assert log.send(header(1, epoch=2, transactional=True)).error is ErrorCode.INVALID_TXN_STATE
+    assert log.send(header(1, epoch=1, transactional=True)).error is \
+        ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+def test_producers_expire_by_their_last_batch_timestamp(log):
+    now = int(time.time() * 1000)
+    log.send(header(0, ts=now - 10_000))
+    log.send(header(0, pid=PID + 1, ts=now))
+    log.state.dirty = False
+    assert log.state.expire(now, 5_000) == 1
+    assert [key[0] for key in log.state.entries] == [PID + 1]
+    assert log.state.dirty
+    # forgotten: the next batch may start anywhere again
+    assert log.send(header(9)).error is ErrorCode.NONE
+
+
+def test_state_of_deleted_topics_is_dropped(log):
+    log.send(header(0))
+    assert log.state.retain_topics([TOPIC]) == 0
+    assert log.state.retain_topics(["another-topic-id"]) == 1
+    assert log.state.entries == {}
