@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-import struct
 
 from gateway.broker import Broker
+from gateway.frame_reader import SIZE, FrameError, FrameReader
 from gateway.handlers import Handler, all_handlers
 from gateway.request_context import RequestContext
 from protocol import messages
@@ -23,18 +23,17 @@ from protocol.header import (API_VERSIONS_KEY, RequestHeader, decode_request_hea
 
 log = logging.getLogger(__name__)
 
-SIZE = struct.Struct(">i")
 MAX_IN_FLIGHT = 64  # requests queued on one connection before reading pauses
 
 
-class KafkaConnection(asyncio.Protocol):
+class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, broker: Broker, connections: set[KafkaConnection]) -> None:
         self.broker = broker
         self.handlers = all_handlers()
         self.connections = connections
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
-        self._buf = bytearray()
+        self._reader = FrameReader(broker.config.socket_request_max_bytes)
         self._queue: collections.deque[tuple[RequestHeader, Handler, asyncio.Future]] = \
             collections.deque()
         self._reading_paused = False
@@ -64,21 +63,17 @@ class KafkaConnection(asyncio.Protocol):
         self._writing_paused = False
         self._update_reading()
 
-    def data_received(self, data: bytes) -> None:
-        buf = self._buf
-        buf += data
-        limit = self.broker.config.socket_request_max_bytes
-        while len(buf) >= 4:
-            (size,) = SIZE.unpack_from(buf)
-            if size < 0 or size > limit:
-                log.warning("%s sent a frame of %d bytes (socket.request.max.bytes is %d); "
-                            "closing", self.peer, size, limit)
-                self.close()
-                return
-            if len(buf) < 4 + size:
-                break
-            frame = buf[4 : 4 + size]
-            del buf[: 4 + size]
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._reader.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            frames = self._reader.buffer_updated(nbytes)
+        except FrameError as exc:
+            log.warning("%s sent %s (socket.request.max.bytes); closing", self.peer, exc)
+            self.close()
+            return
+        for frame in frames:
             if not self._on_frame(frame):
                 self.close()
                 return
