@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import os
 import shutil
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -29,6 +30,7 @@ RECORD_VALUE = 1000  # ~1 KiB records, as the Kafka benchmarks use
 BAR_WIDTH = 24
 RAW = "raw buffered write, 64 KiB chunks"
 YIELD_EVERY_BYTES = MIB  # give the loop's flush tasks a turn, as a server between requests
+MEMORY_MARGIN = 256 * MIB  # page cache beyond the volume a step may take (queues, index)
 
 
 @dataclass
@@ -36,14 +38,15 @@ class Figure:
     name: str
     mb_per_s: float
     note: str = ""
+    ratio: str = ""
 
 
 @dataclass
 class Report:
     figures: list[Figure] = field(default_factory=list)
 
-    def add(self, name: str, mb_per_s: float, note: str = "") -> None:
-        self.figures.append(Figure(name, mb_per_s, note))
+    def add(self, name: str, mb_per_s: float, note: str = "", ratio: str = "") -> None:
+        self.figures.append(Figure(name, mb_per_s, note, ratio))
 
     def get(self, name: str) -> float:
         return next(f.mb_per_s for f in self.figures if f.name == name)
@@ -56,10 +59,20 @@ def make_batch(batch_bytes: int) -> bytes:
     return build_batch([(None, os.urandom(RECORD_VALUE), [], now)] * count)
 
 
+def back_memory(volume: int) -> None:
+    """Write to, then free, anonymous memory a little larger than the page cache the timed
+    part will take. This VM reports free memory to its host (virtio-balloon free page
+    reporting), and the first touch of a reported page faults in the host too: a raw write 3 s
+    after the last one measured 672-1,352 MB/s, and 2,753-4,065 right after this. Called just
+    before every timed part, it makes every step start from the same kind of memory."""
+    bytearray(b"\1") * (volume + MEMORY_MARGIN)
+
+
 def raw_write(directory: Path, volume: int, chunk: int) -> float:
     """Plain buffered sequential writes of the same volume: the machine's own speed."""
     path = directory / "raw"
     data = os.urandom(chunk)
+    back_memory(volume)
     start = time.perf_counter()
     with open(path, "wb") as fh:
         fh.writelines(data for _ in range(volume // chunk))
@@ -91,6 +104,7 @@ async def append_async(directory: Path, volume: int, batch_bytes: int, partition
     await asyncio.to_thread(os.sync)
     appends = max(volume // len(body), partitions)
     since_yield = 0
+    back_memory(volume)
     start = time.perf_counter()
     for i in range(appends):
         result = store.append("bench", i % partitions, view, offset_count=count, max_timestamp=0)
@@ -128,6 +142,7 @@ async def append_sync(directory: Path, volume: int, batch_bytes: int, writers: i
             if await store.wait_durable(result.phy_end) is not StoreStatus.OK:
                 raise RuntimeError("SYNC_FLUSH wait failed")
 
+    back_memory(volume)
     start = time.perf_counter()
     await asyncio.gather(*(writer() for _ in range(writers)))
     elapsed = time.perf_counter() - start
@@ -187,51 +202,66 @@ def partitions_name(count: int) -> str:
     return f"ASYNC_FLUSH append, 16 KiB batches, {count} partitions"
 
 
+# Measurement -> (the one it is compared with, how the ratio reads).
+RATIOS = {"ASYNC_FLUSH append, 64 KiB batches": (RAW, "of raw")} | {
+    partitions_name(n): (partitions_name(1), "of 1 partition") for n in (100, 10_000)}
+
+Samples = dict[str, list["float | tuple[float, float]"]]
+
+
 def run(directory: Path, volume_mb: int, rounds: int, console: Console) -> Report:
-    """Every step once per round, rounds in a row (A B C A B C): noise on a shared machine hits
-    all steps alike, and the best of each step's rounds is reported next to its range."""
+    """Every step once per round, in a row, and every other round backwards (A B C C B A):
+    noise on a shared machine hits all steps alike, and a drift during the run favours none."""
     steps = steps_for(directory, volume_mb * MIB)
-    samples: dict[str, list[float | tuple[float, float]]] = {name: [] for name, _ in steps}
+    samples: Samples = {name: [] for name, _ in steps}
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("store benchmark", total=len(steps) * rounds)
         for round_number in range(1, rounds + 1):
-            for name, step in steps:
+            for name, step in steps if round_number % 2 else reversed(steps):
                 progress.update(task, description=f"round {round_number}/{rounds}: {name}")
                 os.sync()  # every step starts with no earlier step's dirty pages in writeback
                 samples[name].append(step())
                 progress.advance(task)
     shutil.rmtree(directory, ignore_errors=True)
+    return summarize(samples)
+
+
+def summarize(samples: Samples) -> Report:
+    """Each step's best round and the range; each ratio is the median of the rounds' own
+    ratios (both figures of a round ran minutes apart at most), never best against best."""
+    firsts = {name: [v[0] if isinstance(v, tuple) else v for v in values]
+              for name, values in samples.items()}
     report = Report()
     for name, values in samples.items():
-        firsts = [v[0] if isinstance(v, tuple) else v for v in values]
-        best = values[firsts.index(max(firsts))]
-        spread = f"rounds {min(firsts):,.0f}-{max(firsts):,.0f}"
+        best = values[firsts[name].index(max(firsts[name]))]
+        spread = f"rounds {min(firsts[name]):,.0f}-{max(firsts[name]):,.0f}"
+        ratio = ""
+        if name in RATIOS:
+            base, label = RATIOS[name]
+            per_round = [a / b for a, b in zip(firsts[name], firsts[base])]
+            ratio = f"{statistics.median(per_round):.0%} {label}"
+            spread += f"; ratio per round {min(per_round):.0%}-{max(per_round):.0%}"
         if isinstance(best, tuple):
             extra = (f"{best[1]:.1f} appends per fsync" if "SYNC" in name
                      else f"{best[1]:,.0f} MB/s with a copy")
-            report.add(name, best[0], f"{extra}; {spread}")
+            report.add(name, best[0], f"{extra}; {spread}", ratio)
         else:
-            report.add(name, best, spread)
+            report.add(name, best, spread, ratio)
     return report
 
 
 def print_report(report: Report, console: Console) -> None:
     raw = report.get(RAW)
-    one = report.get(partitions_name(1))
-    table = Table(title="CommitGate store benchmark (best of the rounds of one run)")
+    table = Table(title="CommitGate store benchmark (best of the rounds of one run; ratios: "
+                        "median of the rounds' ratios)")
     table.add_column("measurement", no_wrap=True)
     table.add_column("MB/s", justify="right")
     table.add_column("", no_wrap=True)
     table.add_column("ratio", justify="right")
     table.add_column("note")
     for figure in report.figures:
-        ratio = ""
-        if figure.name.startswith("ASYNC_FLUSH append, 64"):
-            ratio = f"{figure.mb_per_s / raw:.0%} of raw"
-        elif "partitions" in figure.name:
-            ratio = f"{figure.mb_per_s / one:.0%} of 1 partition"
         bar = _bar(figure.mb_per_s, raw)
-        table.add_row(figure.name, f"{figure.mb_per_s:,.0f}", bar, ratio, figure.note)
+        table.add_row(figure.name, f"{figure.mb_per_s:,.0f}", bar, figure.ratio, figure.note)
     console.print(table)
 
 

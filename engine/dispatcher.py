@@ -24,8 +24,9 @@ class Dispatcher:
         self.dispatched_offset = 0  # every CommitLog entry below this is in its ConsumeQueue
         self.listeners: list[Listener] = []
 
-    def dispatch(self, req: DispatchRequest) -> None:
-        queue = self.queues.get(req.topic, req.partition)
+    def dispatch(self, req: DispatchRequest, queue: ConsumeQueue) -> None:
+        """Write ``req``'s units into ``queue`` (its partition's, which the caller has at hand:
+        a second lookup by (topic, partition) on every append is measurable)."""
         queue.put(req.queue_offset, req.offset_count, req.phy_offset, req.size, req.max_timestamp)
         self.dispatched_offset = req.phy_offset + req.size
         for listener in self.listeners:
@@ -37,7 +38,7 @@ class Dispatcher:
         count = 0
         for req in commit_log.iter_entries(start, check_crc=False):
             if accept(req) and self._lacks(req):
-                self.dispatch(req)
+                self.dispatch(req, self.queues.get(req.topic, req.partition))
                 count += 1
         self.dispatched_offset = commit_log.max_offset
         return count

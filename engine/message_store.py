@@ -231,7 +231,7 @@ class MessageStore:
             log.error("append to %s-%d at offset %d failed: %s", topic, partition, base, exc)
             return AppendResult(StoreStatus.DISK_ERROR, error=str(exc))
         try:
-            self.dispatcher.dispatch(req)
+            self.dispatcher.dispatch(req, queue)
         except OSError as exc:
             log.error("ConsumeQueue %s-%d at offset %d failed: %s", topic, partition, base, exc)
             self._undo_append(queue, req)
@@ -289,6 +289,24 @@ class MessageStore:
     def log_end_offset(self, topic: str, partition: int) -> int:
         queue, _ = self._queue(topic, partition)
         return -1 if queue is None else queue.max_offset
+
+    def partition_size(self, topic: str, partition: int) -> int:
+        """Bytes of the CommitLog entries holding the partition's batches from its log start
+        on (DescribeLogDirs), or -1 for an unknown partition. One step per batch."""
+        queue, _ = self._queue(topic, partition)
+        if queue is None:
+            return -1
+        offset, end = self._log_start(queue), queue.max_offset
+        total = 0
+        while offset < end:
+            phy, size, _ = queue.get(offset)
+            entry = self.commit_log.entry(phy, size) if size else None
+            if entry is None:
+                break
+            count, base = COUNT_AND_BASE.unpack_from(entry, 16)
+            total += size
+            offset = max(base + count, offset + 1)
+        return total
 
     def offset_for_timestamp(self, topic: str, partition: int, timestamp: int
                              ) -> tuple[int, int] | None:
