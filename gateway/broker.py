@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from engine import MessageStore, StoreStatus
 from engine.topic_table import TopicRecord
+from gateway.broker_configs import BrokerConfigs
 from gateway.cluster_meta import cluster_id
 from gateway.config import BrokerConfig, Endpoint
 from gateway.fetch_waiters import FetchWaiters
@@ -60,6 +61,9 @@ class Broker:
             interval_ms=config.producer_snapshot_interval_ms,
             expiration_ms=config.producer_id_expiration_ms)
         self.producer_snapshots.restore()
+        self.configs = BrokerConfigs(config,
+                                     config.store.data_dir / "broker" / "dynamic_configs.json")
+        self.configs.load()
         store.add_dispatch_listener(self.fetch_waiters.on_dispatch)
 
     # ---- topics ---------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ class BrokerConfig:
     message_max_bytes: int = 1_048_588  # Kafka's default max.message.bytes for a batch
     socket_request_max_bytes: int = 104_857_600
     delete_topic_enable: bool = True
+    static_properties: dict[str, str] = field(default_factory=dict)  # as given at start
     producer_id_expiration_ms: int = 86_400_000  # Kafka's producer.id.expiration.ms
     producer_snapshot_interval_ms: int = 10_000
     store: StoreConfig = field(default_factory=StoreConfig)

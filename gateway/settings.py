@@ -88,10 +88,10 @@ SETTINGS: dict[str, Setting] = {
     "consumequeue.flush.interval.ms": Setting("store.consumequeue_flush_interval_ms", int,
                                               "ConsumeQueue sync timer (default 1000)"),
     "consumequeue.flush.least.pages": Setting(
-        "consumequeue_flush_least_pages", int,
+        "store.consumequeue_flush_least_pages", int,
         "a ConsumeQueue file is synced once this many pages are dirty (default 2)"),
     "consumequeue.flush.thorough.interval.ms": Setting(
-        "consumequeue_flush_thorough_interval_ms", int,
+        "store.consumequeue_flush_thorough_interval_ms", int,
         "every dirty ConsumeQueue file is synced and the checkpoint saved this often (10000)"),
     "warm.mapped.file.enable": Setting("store.warm_mapped_file", _bool,
                                        "touch every page of a new CommitLog segment"),
@@ -127,7 +127,7 @@ def parse_properties(text: str) -> dict[str, str]:
 
 def broker_config(properties: dict[str, str]) -> BrokerConfig:
     """Build the broker's settings; raises ValueError naming the bad key."""
-    config = BrokerConfig()
+    config = BrokerConfig(static_properties=dict(properties))
     for key, text in properties.items():
         setting = SETTINGS.get(key)
         if setting is None:

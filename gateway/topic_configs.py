@@ -3,7 +3,8 @@
 Topics keep only the values set on them (``TopicRecord.configs``); everything else reads the
 broker default. CommitGate acts on ``retention.ms``, ``retention.bytes``,
 ``max.message.bytes`` and ``message.timestamp.type``; the other names are accepted and stored
-so that tools which set them (Kafka Connect, Streams, Spark) keep working.
+so that tools which set them (Kafka Connect, Streams, Spark) keep working, and their
+documentation (DescribeConfigs v3+) says so. Validation messages are Kafka's ConfigDef ones.
 """
 from __future__ import annotations
 
@@ -37,6 +38,8 @@ class TopicConfig:
     choices: tuple[str, ...] = ()
     minimum: float | None = None
     synonym: str | None = None  # the broker-level config the default comes from
+    doc: str = "Accepted and stored for compatibility; CommitGate does not act on it."
+    maximum: float | None = None
 
 
 def _const(value: str | None) -> Callable[[BrokerConfig], str | None]:
@@ -65,23 +68,31 @@ TOPIC_CONFIGS: dict[str, TopicConfig] = {c.name: c for c in [
     TopicConfig("max.compaction.lag.ms", ConfigType.LONG, _const("9223372036854775807"),
                 minimum=1),
     TopicConfig("max.message.bytes", ConfigType.INT, lambda c: str(c.message_max_bytes),
-                minimum=0, synonym="message.max.bytes"),
+                minimum=0, synonym="message.max.bytes",
+                doc="The largest record batch (after compression) a producer may append."),
     TopicConfig("message.timestamp.after.max.ms", ConfigType.LONG,
                 _const("9223372036854775807"), minimum=0),
     TopicConfig("message.timestamp.before.max.ms", ConfigType.LONG,
                 _const("9223372036854775807"), minimum=0),
     TopicConfig("message.timestamp.type", ConfigType.STRING, _const("CreateTime"),
-                ("CreateTime", "LogAppendTime"), synonym="log.message.timestamp.type"),
-    TopicConfig("min.cleanable.dirty.ratio", ConfigType.DOUBLE, _const("0.5"), minimum=0),
+                ("CreateTime", "LogAppendTime"), synonym="log.message.timestamp.type",
+                doc="CreateTime keeps the producer's timestamps; LogAppendTime stamps each "
+                    "batch with the broker's clock when it is stored."),
+    TopicConfig("min.cleanable.dirty.ratio", ConfigType.DOUBLE, _const("0.5"), minimum=0,
+                maximum=1),
     TopicConfig("min.compaction.lag.ms", ConfigType.LONG, _const("0"), minimum=0),
     TopicConfig("min.insync.replicas", ConfigType.INT, _const("1"), minimum=1,
                 synonym="min.insync.replicas"),
     TopicConfig("preallocate", ConfigType.BOOLEAN, _const("false")),
     TopicConfig("remote.storage.enable", ConfigType.BOOLEAN, _const("false")),
     TopicConfig("retention.bytes", ConfigType.LONG, lambda c: str(c.store.log_retention_bytes),
-                synonym="log.retention.bytes"),
+                synonym="log.retention.bytes",
+                doc="Once a partition holds more bytes than this, its oldest batches are "
+                    "dropped by moving its log start offset (-1: no limit)."),
     TopicConfig("retention.ms", ConfigType.LONG, lambda c: str(c.store.log_retention_ms),
-                minimum=-1, synonym="log.retention.ms"),
+                minimum=-1, synonym="log.retention.ms",
+                doc="Batches whose newest timestamp is older than this are dropped by moving "
+                    "the partition's log start offset (-1: keep forever)."),
     TopicConfig("segment.bytes", ConfigType.INT, lambda c: str(c.store.commitlog_segment_bytes),
                 minimum=14, synonym="log.segment.bytes"),
     TopicConfig("segment.index.bytes", ConfigType.INT, _const("10485760"), minimum=4),
@@ -105,19 +116,37 @@ def config_error(name: str, value: str | None) -> str | None:
     return None
 
 
+_NUMBER_TYPES = {ConfigType.SHORT: 16, ConfigType.INT: 32, ConfigType.LONG: 64}
+
+
 def _check_value(spec: TopicConfig, value: str) -> None:
     kind = spec.type
-    if kind == ConfigType.BOOLEAN and value.lower() not in ("true", "false"):
+    if kind == ConfigType.BOOLEAN and value.strip().lower() not in ("true", "false"):
         raise ValueError("Expected value to be either true or false")
-    if kind in (ConfigType.INT, ConfigType.LONG, ConfigType.SHORT, ConfigType.DOUBLE):
-        number = float(value) if kind == ConfigType.DOUBLE else int(value.strip())
-        if spec.minimum is not None and number < spec.minimum:
-            raise ValueError(f"Value must be at least {spec.minimum:g}")
-        if kind == ConfigType.INT and not -2**31 <= number < 2**31:
-            raise ValueError("Not a number of type INT")
+    if kind in _NUMBER_TYPES or kind == ConfigType.DOUBLE:
+        _check_number(spec, _parse_number(kind, value))
     items = [v.strip() for v in value.split(",")] if kind == ConfigType.LIST else [value]
     if spec.choices and any(item not in spec.choices for item in items if item):
         raise ValueError(f"String must be one of: {', '.join(spec.choices)}")
+
+
+def _parse_number(kind: ConfigType, value: str) -> float:
+    """As Java's parseInt / parseLong / parseDouble, which ConfigDef uses."""
+    try:
+        number = float(value) if kind == ConfigType.DOUBLE else int(value.strip(), 10)
+    except ValueError:
+        raise ValueError(f"Not a number of type {kind.name}") from None
+    bits = _NUMBER_TYPES.get(kind)
+    if bits is not None and not -2 ** (bits - 1) <= number < 2 ** (bits - 1):
+        raise ValueError(f"Not a number of type {kind.name}")
+    return number
+
+
+def _check_number(spec: TopicConfig, number: float) -> None:
+    if spec.minimum is not None and number < spec.minimum:
+        raise ValueError(f"Value must be at least {spec.minimum:g}")
+    if spec.maximum is not None and number > spec.maximum:
+        raise ValueError(f"Value must be no more than {spec.maximum:g}")
 
 
 def effective(config: BrokerConfig, topic_configs: dict[str, str], name: str) -> str | None:

@@ -1,0 +1,207 @@
+"""Kafka's broker-level configs as DescribeConfigs and (Incremental)AlterConfigs see them.
+
+Every setting of ``gateway.settings.SETTINGS`` is a broker config. Its value comes from layers,
+highest first, as in Kafka's DynamicBrokerConfig: set at runtime for this broker
+(DYNAMIC_BROKER_CONFIG), set at runtime for the whole cluster (DYNAMIC_DEFAULT_BROKER_CONFIG),
+given at start (STATIC_BROKER_CONFIG), built in (DEFAULT_CONFIG). Only configs the running broker
+reads afresh on every use are dynamic, the cluster-wide log configs Kafka also lets change at
+runtime; a change is applied to the live ``BrokerConfig`` at once and kept, atomically replaced,
+in ``<data>/broker/dynamic_configs.json`` so that it survives restarts.
+"""
+from __future__ import annotations
+
+import enum
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.topic_table import atomic_write
+from gateway.config import BrokerConfig, Endpoint
+from gateway.settings import SETTINGS, Setting
+from gateway.topic_configs import ConfigType
+
+log = logging.getLogger(__name__)
+
+HOUR_MS = 3_600_000
+DYNAMIC = ("log.retention.bytes", "log.retention.ms", "message.max.bytes")
+# Names of one value, in Kafka's synonym order (DynamicBrokerConfig.brokerConfigSynonyms).
+SYNONYM_GROUPS = (("log.retention.ms", "log.retention.hours"),)
+LONG_CONFIGS = frozenset({"log.retention.ms", "log.retention.bytes", "file.reserved.time.ms",
+                          "log.retention.check.interval.ms", "commitlog.segment.bytes",
+                          "producer.id.expiration.ms"})
+
+
+class ConfigSource(enum.IntEnum):
+    """DescribeConfigs' ConfigSource."""
+
+    TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+@dataclass(frozen=True)
+class Synonym:
+    name: str
+    value: str | None
+    source: ConfigSource
+
+
+_DEFAULTS = BrokerConfig()
+
+
+def _show(value: object) -> str | None:
+    """A setting's value as Kafka prints it."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, enum.Enum):
+        return str(value.value)
+    if isinstance(value, Endpoint):
+        return f"PLAINTEXT://{value}"
+    return str(value)
+
+
+def _read(config: BrokerConfig, setting: Setting) -> object:
+    owner, _, name = setting.field.rpartition(".")
+    return getattr(config.store if owner else config, name)
+
+
+def _write(config: BrokerConfig, setting: Setting, value: object) -> None:
+    owner, _, name = setting.field.rpartition(".")
+    setattr(config.store if owner else config, name, value)
+
+
+def value_of(config: BrokerConfig, name: str) -> str | None:
+    """The value in force of broker config ``name``."""
+    value = _read(config, SETTINGS[name])
+    if name == "log.retention.hours":
+        return str(value // HOUR_MS)
+    return _show(value)
+
+
+def config_type(name: str) -> ConfigType:
+    default = _read(_DEFAULTS, SETTINGS[name])
+    if isinstance(default, bool):
+        return ConfigType.BOOLEAN
+    if isinstance(default, float):
+        return ConfigType.DOUBLE
+    if isinstance(default, int):
+        return ConfigType.LONG if name in LONG_CONFIGS else ConfigType.INT
+    return ConfigType.STRING
+
+
+def names_of(name: str) -> tuple[str, ...]:
+    """``name`` and its synonyms, in Kafka's order."""
+    return next((group for group in SYNONYM_GROUPS if name in group), (name,))
+
+
+class BrokerConfigs:
+    """The broker's config layers; the only writer of dynamic broker configs."""
+
+    def __init__(self, config: BrokerConfig, path: Path) -> None:
+        self.config = config
+        self.path = path
+        self.per_broker: dict[str, str] = {}
+        self.cluster: dict[str, str] = {}
+        # what each dynamic config was before any runtime change (static or built in)
+        self._started = {name: _read(config, SETTINGS[name]) for name in DYNAMIC}
+
+    def load(self) -> None:
+        """Apply the runtime changes kept from earlier runs (a bad entry is logged, skipped)."""
+        if not self.path.exists():
+            return
+        data = json.loads(self.path.read_text())
+        for layer, kept in ((self.per_broker, data.get("broker", {})),
+                            (self.cluster, data.get("cluster", {}))):
+            for name, value in kept.items():
+                problem = validate({name: value})
+                if problem:
+                    log.warning("ignoring kept dynamic config %s=%s: %s", name, value, problem)
+                else:
+                    layer[name] = value
+        self._apply()
+
+    def layer(self, per_broker: bool) -> dict[str, str]:
+        return self.per_broker if per_broker else self.cluster
+
+    def replace(self, per_broker: bool, props: dict[str, str]) -> None:
+        """Make ``props`` the whole layer (validated by the caller), apply and keep it."""
+        layer = self.layer(per_broker)
+        layer.clear()
+        layer.update(props)
+        self._apply()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        body = json.dumps({"broker": self.per_broker, "cluster": self.cluster}, sort_keys=True)
+        atomic_write(self.path, body.encode())
+        log.info("dynamic broker configs now %s (this broker), %s (cluster)", self.per_broker,
+                 self.cluster)
+
+    def _apply(self) -> None:
+        for name in DYNAMIC:
+            setting = SETTINGS[name]
+            text = self.per_broker.get(name, self.cluster.get(name))
+            _write(self.config, setting,
+                   self._started[name] if text is None else setting.parse(text))
+
+    def synonyms(self, name: str, per_broker: bool = True) -> list[Synonym]:
+        """Kafka's synonym chain: every layer's value of ``name`` and its synonyms, highest
+        layer first, from ``name`` itself on (a synonym ranked above it is left out)."""
+        names = names_of(name)
+        static = self.config.static_properties
+        layers = [(self.per_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+                  (self.cluster, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+                  (static, ConfigSource.STATIC_BROKER_CONFIG),
+                  ({n: value_of(_DEFAULTS, n) for n in names}, ConfigSource.DEFAULT_CONFIG)]
+        chain = [Synonym(n, values[n], source) for values, source in layers for n in names
+                 if values.get(n) is not None]
+        if not per_broker:  # the cluster-default resource shows its own layer only
+            chain = [s for s in chain if s.source is ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
+        while chain and chain[0].name != name:
+            chain.pop(0)
+        return chain
+
+
+def validate(props: dict[str, str]) -> str | None:
+    """Why ``props`` cannot be a dynamic layer (Kafka's message), or None."""
+    fixed = sorted(name for name in props if name not in DYNAMIC)
+    if fixed:
+        return f"Cannot update these configs dynamically: [{', '.join(fixed)}]"
+    for name, text in props.items():
+        problem = _value_error(name, text)
+        if problem:
+            return f"Invalid value {text} for configuration {name}: {problem}"
+    return None
+
+
+def _value_error(name: str, text: str) -> str | None:
+    kind = config_type(name)
+    try:
+        number = SETTINGS[name].parse(text.strip())
+    except ValueError:
+        return f"Not a number of type {kind.name}"
+    bits = 64 if kind is ConfigType.LONG else 32
+    if not -2 ** (bits - 1) <= number < 2 ** (bits - 1):
+        return f"Not a number of type {kind.name}"
+    if name == "message.max.bytes" and number < 0:
+        return "Value must be at least 0"
+    return None
+
+
+def resource_error(resource_name: str, node_id: int, *, describe: bool = False) -> str | None:
+    """Why a BROKER resource name is neither this broker's id nor "" (the cluster default);
+    Kafka words it differently for DescribeConfigs and for the alter APIs."""
+    if resource_name == "":
+        return None
+    noun, alternative = ("Broker", " or empty string") if describe else ("Node", "")
+    try:
+        given = int(resource_name)
+    except ValueError:
+        return f"{noun} id must be an integer, but it is: {resource_name}"
+    if given != node_id:
+        return (f"Unexpected broker id, expected {node_id}{alternative}, "
+                f"but received {resource_name}")
+    return None
