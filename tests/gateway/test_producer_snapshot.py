@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
 
 import pytest
 
+from engine import MessageStore
 from gateway import producer_snapshot
 from gateway.producer_snapshot_service import ProducerSnapshotService
 from gateway.producer_state import ProducerStateManager
@@ -34,9 +37,22 @@ def produce(store, state: ProducerStateManager, topic: str, body: memoryview) ->
     return result.base_offset
 
 
+@contextlib.asynccontextmanager
+async def store_with_topic(tmp_path) -> AsyncIterator[MessageStore]:
+    async with open_store(tmp_path) as store:
+        store.create_topic("t", 1)
+        yield store
+
+
 def service(store, tmp_path, state: ProducerStateManager | None = None):
     return ProducerSnapshotService(tmp_path / "producer_state", state or ProducerStateManager(),
                                    store, interval_ms=60_000, expiration_ms=DAY_MS)
+
+
+def running(store, tmp_path) -> ProducerSnapshotService:
+    keeper = service(store, tmp_path)
+    keeper.restore()
+    return keeper
 
 
 def verdict(state: ProducerStateManager, store, topic: str, seq: int):
@@ -45,8 +61,7 @@ def verdict(state: ProducerStateManager, store, topic: str, seq: int):
 
 def test_without_a_snapshot_the_whole_commitlog_is_replayed(tmp_path):
     async def body():
-        async with open_store(tmp_path) as store:
-            store.create_topic("t", 1)
+        async with store_with_topic(tmp_path) as store:
             store.create_topic("other", 1)
             live = ProducerStateManager()
             for seq in range(0, 14, 2):
@@ -66,10 +81,8 @@ def test_without_a_snapshot_the_whole_commitlog_is_replayed(tmp_path):
 
 def test_a_snapshot_plus_the_tail_after_it(tmp_path):
     async def body():
-        async with open_store(tmp_path) as store:
-            store.create_topic("t", 1)
-            keeper = service(store, tmp_path)
-            keeper.restore()
+        async with store_with_topic(tmp_path) as store:
+            keeper = running(store, tmp_path)
             for seq in range(0, 6, 2):
                 produce(store, keeper.state, "t", batch(seq))
             await keeper.round()
@@ -87,10 +100,8 @@ def test_a_snapshot_plus_the_tail_after_it(tmp_path):
 
 def test_a_round_writes_only_when_something_changed(tmp_path):
     async def body():
-        async with open_store(tmp_path) as store:
-            store.create_topic("t", 1)
-            keeper = service(store, tmp_path)
-            keeper.restore()
+        async with store_with_topic(tmp_path) as store:
+            keeper = running(store, tmp_path)
             await keeper.round()  # the first one saves the next start the replay
             keeper.path.unlink()
             await keeper.round()
@@ -103,8 +114,7 @@ def test_a_round_writes_only_when_something_changed(tmp_path):
 
 def test_a_snapshot_past_the_commitlog_end_is_discarded(tmp_path):
     async def body():
-        async with open_store(tmp_path) as store:
-            store.create_topic("t", 1)
+        async with store_with_topic(tmp_path) as store:
             state = ProducerStateManager()
             produce(store, state, "t", batch(0))
             stale = ProducerStateManager()
@@ -119,8 +129,7 @@ def test_a_snapshot_past_the_commitlog_end_is_discarded(tmp_path):
 
 def test_a_damaged_snapshot_is_ignored(tmp_path):
     async def body():
-        async with open_store(tmp_path) as store:
-            store.create_topic("t", 1)
+        async with store_with_topic(tmp_path) as store:
             produce(store, ProducerStateManager(), "t", batch(0))
             (tmp_path / "producer_state").write_bytes(b'{"version": 1, "covered": ')
             restored = service(store, tmp_path)
@@ -131,10 +140,8 @@ def test_a_damaged_snapshot_is_ignored(tmp_path):
 
 def test_deleted_and_recreated_topics_do_not_inherit_state(tmp_path):
     async def body():
-        async with open_store(tmp_path) as store:
-            store.create_topic("t", 1)
-            keeper = service(store, tmp_path)
-            keeper.restore()
+        async with store_with_topic(tmp_path) as store:
+            keeper = running(store, tmp_path)
             produce(store, keeper.state, "t", batch(0))
             await keeper.round()  # the snapshot holds the first topic's state
             produce(store, keeper.state, "t", batch(2))  # and the CommitLog some more
@@ -149,8 +156,7 @@ def test_deleted_and_recreated_topics_do_not_inherit_state(tmp_path):
 
 def test_expired_producers_are_not_restored(tmp_path):
     async def body():
-        async with open_store(tmp_path) as store:
-            store.create_topic("t", 1)
+        async with store_with_topic(tmp_path) as store:
             old = build_batch([(None, b"v", [], 1_000)], producer_id=PID, producer_epoch=0,
                               base_sequence=0)
             produce(store, ProducerStateManager(), "t", memoryview(bytearray(old)))
