@@ -20,12 +20,23 @@ log = logging.getLogger(__name__)
 VERSION = 1
 
 
-def encode(state: ProducerStateManager) -> bytes:
-    producers = [[pid, topic_id, partition, entry.epoch,
+Snapshot = tuple[int, list[tuple[Key, int, tuple[BatchMetadata, ...]]]]  # covered, entries
+
+
+def take(state: ProducerStateManager) -> Snapshot:
+    """A copy of the state cheap enough for the event loop (the batch records are never
+    changed once made, so copying each producer's deque is enough); encoding happens later."""
+    return state.covered, [(key, entry.epoch, tuple(entry.batches))
+                           for key, entry in state.entries.items()]
+
+
+def encode(snapshot: Snapshot) -> bytes:
+    covered, entries = snapshot
+    producers = [[pid, topic_id, partition, epoch,
                   [[b.first_seq, b.last_seq, b.base_offset, b.offset_count, b.timestamp, b.phy_end]
-                   for b in entry.batches]]
-                 for (pid, topic_id, partition), entry in state.entries.items()]
-    return json.dumps({"version": VERSION, "covered": state.covered, "producers": producers},
+                   for b in batches]]
+                 for (pid, topic_id, partition), epoch, batches in entries]
+    return json.dumps({"version": VERSION, "covered": covered, "producers": producers},
                       separators=(",", ":")).encode()
 
 
@@ -47,10 +58,10 @@ def decode(data: bytes) -> tuple[int, dict[Key, ProducerEntry]]:
         raise ValueError(f"malformed snapshot: {exc!r}") from None
 
 
-def write(path: Path, data: bytes) -> None:
-    """Blocking (fsyncs): run it in a thread."""
+def write(path: Path, snapshot: Snapshot) -> None:
+    """Encode and store; blocking (it fsyncs), so the broker runs it in a thread."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, data)
+    atomic_write(path, encode(snapshot))
 
 
 def read(path: Path) -> tuple[int, dict[Key, ProducerEntry]] | None:

@@ -98,12 +98,12 @@ class ProducerSnapshotService:
         state.retain_topics(t.topic_id for t in self.store.topics())
         if not state.dirty and state.covered == self._written:
             return
-        data, covered = producer_snapshot.encode(state), state.covered
+        snapshot = producer_snapshot.take(state)  # on the loop; encoding and fsync in a thread
         state.dirty = False
         try:
-            await asyncio.to_thread(producer_snapshot.write, self.path, data)
+            await asyncio.to_thread(producer_snapshot.write, self.path, snapshot)
         except OSError as exc:
             log.error("writing the producer state snapshot %s failed: %s", self.path, exc)
             state.dirty = True
             return
-        self._written = covered
+        self._written = snapshot[0]

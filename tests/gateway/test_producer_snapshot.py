@@ -120,7 +120,7 @@ def test_a_snapshot_past_the_commitlog_end_is_discarded(tmp_path):
             stale = ProducerStateManager()
             stale.entries = {key: entry for key, entry in state.entries.items()}
             stale.covered = state.covered + 10_000  # as if recovery cut a torn tail
-            producer_snapshot.write(tmp_path / "producer_state", producer_snapshot.encode(stale))
+            producer_snapshot.write(tmp_path / "producer_state", producer_snapshot.take(stale))
             restored = service(store, tmp_path)
             assert restored.restore() == 1  # rebuilt from the whole CommitLog instead
             assert restored.state.covered == state.covered
