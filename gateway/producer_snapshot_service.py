@@ -77,16 +77,19 @@ class ProducerSnapshotService:
                                                             name="producer-snapshots")
 
     async def stop(self) -> None:
-        """Stop the task; its last round writes the final snapshot."""
+        """Stop the task, then write the final snapshot (the broker serves no more requests)."""
         self._stop.set()
         if self._task is not None:
             await self._task
             self._task = None
+        await self.round()
 
     async def _run(self) -> None:
-        while not self._stop.is_set():
+        while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), self.interval_s)
+            if self._stop.is_set():
+                return
             await self.round()
 
     async def round(self) -> None:
