@@ -35,13 +35,20 @@ class ResourceType(enum.IntEnum):
     GROUP = 32
 
 
-def outcomes(resources: list, alter_one: Callable[[object], Problem | None]) -> list[Problem]:
-    """(error, message) per resource: a resource named more than once is refused in every
-    copy, as Kafka does; the others are altered one by one."""
-    counts = collections.Counter((r.resource_type, r.resource_name) for r in resources)
-    return [(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
-            if counts[(r.resource_type, r.resource_name)] > 1
-            else alter_one(r) or (ErrorCode.NONE, None) for r in resources]
+def respond(response_cls: type, request, alter_one: Callable[[object], Problem | None]
+            ) -> object:
+    """The (Incremental)AlterConfigs response, one entry per resource: a resource named more
+    than once is refused in every copy, as Kafka does; the others are altered one by one."""
+    counts = collections.Counter((r.resource_type, r.resource_name) for r in request.resources)
+    entries = []
+    for resource in request.resources:
+        twice = counts[(resource.resource_type, resource.resource_name)] > 1
+        code, message = (ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.") \
+            if twice else alter_one(resource) or (ErrorCode.NONE, None)
+        entries.append(response_cls.AlterConfigsResourceResponse(
+            error_code=code, error_message=message, resource_type=resource.resource_type,
+            resource_name=resource.resource_name))
+    return response_cls(throttle_time_ms=0, responses=entries)
 
 
 def entries_problem(names: list[str], null_values: list[str]) -> Problem | None:

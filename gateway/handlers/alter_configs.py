@@ -12,7 +12,6 @@ from __future__ import annotations
 from gateway import config_admin
 from gateway.request_context import RequestContext
 from protocol import messages
-from protocol.errors import ErrorCode
 
 API_KEY = 33
 VERSIONS = (0, 2)
@@ -31,9 +30,5 @@ def _alter(ctx: RequestContext, resource, validate_only: bool) -> config_admin.P
 
 
 async def handle(ctx: RequestContext, request) -> object:
-    outcomes = config_admin.outcomes(request.resources,
-                                     lambda r: _alter(ctx, r, request.validate_only))
-    return Response(throttle_time_ms=0, responses=[
-        Response.AlterConfigsResourceResponse(error_code=code, error_message=message,
-                    resource_type=r.resource_type, resource_name=r.resource_name)
-        for r, (code, message) in zip(request.resources, outcomes)])
+    return config_admin.respond(Response, request,
+                                lambda r: _alter(ctx, r, request.validate_only))
