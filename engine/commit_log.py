@@ -108,10 +108,16 @@ class CommitLog:
     def body(self, phy: int, size: int) -> memoryview | None:
         """The batch stored at ``phy``: a zero-copy slice for the fetch path."""
         entry = self.entry(phy, size)
-        if entry is None:
-            return None
-        (body_len,) = BODY_LEN.unpack_from(entry, BODY_LEN_AT)
-        return entry[PREFIX_SIZE : PREFIX_SIZE + body_len]
+        return None if entry is None else body_of(entry)
+
+    def copy(self, phy: int, end: int, buffer: memoryview) -> memoryview:
+        """The CommitLog bytes from ``phy`` on, up to ``end`` and within one segment, copied
+        into ``buffer`` by one preadv, which releases the GIL."""
+        mapped = self.queue.find(phy)
+        if mapped is None:
+            return buffer[:0]
+        pos = phy - mapped.start_offset
+        return mapped.read_into(pos, buffer[: min(len(buffer), end - phy, mapped.size - pos)])
 
     def decode(self, phy: int, *, check_crc: bool) -> tuple[DispatchRequest | None, int]:
         """Parse and validate the entry at ``phy``: (request, size); a blank gives (None, size);
@@ -199,6 +205,12 @@ class CommitLog:
 
 BODY_LEN = struct.Struct(">i")
 BODY_LEN_AT = PREFIX_SIZE - 4
+
+
+def body_of(entry: memoryview) -> memoryview:
+    """The batch inside a whole entry."""
+    (body_len,) = BODY_LEN.unpack_from(entry, BODY_LEN_AT)
+    return entry[PREFIX_SIZE : PREFIX_SIZE + body_len]
 
 
 def topic_trailer(topic: str, properties: bytes = b"") -> bytes:

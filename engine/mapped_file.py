@@ -73,6 +73,11 @@ class MappedFile:
         """A zero-copy view of ``length`` bytes at ``pos``."""
         return self.view()[pos : pos + length]
 
+    def read_into(self, pos: int, buffer: memoryview) -> memoryview:
+        """Copy the bytes at ``pos`` into ``buffer`` with one preadv (which releases the GIL);
+        returns the filled part."""
+        return buffer[: os.preadv(self._fd, (buffer,), pos)]
+
     def view(self) -> memoryview:
         if self._view is None:
             self._mm = mmap.mmap(self._fd, self.size, prot=mmap.PROT_READ)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from engine.allocate_mapped_file_service import AllocateMappedFileService
 from engine.body_format import BodyFormat
 from engine.checkpoint import StoreCheckpoint
-from engine.commit_log import PREFIX_SIZE, CommitLog, DispatchRequest, topic_trailer
+from engine.commit_log import PREFIX_SIZE, CommitLog, DispatchRequest, body_of, topic_trailer
 from engine.config import FlushDiskType, StoreConfig
 from engine.consume_queue import ConsumeQueue
 from engine.consume_queue_store import ConsumeQueueStore
@@ -36,7 +36,6 @@ from engine.topic_table import TopicRecord, TopicTable, topic_name_error
 log = logging.getLogger(__name__)
 
 COUNT_AND_BASE = struct.Struct(">iq")  # FLAG, QUEUEOFFSET at entry offset 16
-BODY_LEN = struct.Struct(">i")
 LOG_APPEND_TIME = ("message.timestamp.type", "LogAppendTime")
 
 
@@ -273,11 +272,11 @@ class MessageStore:
             if entry is None:
                 break
             count, base = COUNT_AND_BASE.unpack_from(entry, 16)
-            (body_len,) = BODY_LEN.unpack_from(entry, PREFIX_SIZE - 4)
-            if total + body_len > max_bytes and (buffers or not min_one):
+            body = body_of(entry)
+            if total + len(body) > max_bytes and (buffers or not min_one):
                 break
-            buffers.append(entry[PREFIX_SIZE : PREFIX_SIZE + body_len])
-            total += body_len
+            buffers.append(body)
+            total += len(body)
             offset = base + count
         result.next_offset = offset
         return result

@@ -7,6 +7,7 @@ import shutil
 import pytest
 
 from engine import MessageStore, StoreConfig, StoreStatus
+from engine.index_builder import COPY_CHUNK_BYTES
 from protocol.record_batch import KafkaBodyFormat, decode_records
 from tests.engine.conftest import SMALL, batch, open_store
 
@@ -164,6 +165,25 @@ def test_lookup_by_key_finds_the_batches_holding_it(tmp_path, run):
             assert await store.lookup_key("t", b"key-1", max_count=1) == [hits[0]]
             assert await store.lookup_key("u", b"key-1") == [(0, 0)]
             assert await store.lookup_key("t", b"absent") == []
+    run(body())
+
+
+def test_lookup_finds_keys_of_batches_scanned_in_the_builders_copy_and_in_place(tmp_path, run):
+    """The IndexBuilder scans bodies in a copy made a chunk at a time: many batches per chunk,
+    refills, a segment roll between them, and a batch larger than the chunk (scanned in the
+    mapping instead) must all have their keys found."""
+    value = b"x" * 1000
+    async def body():
+        async with open_store(tmp_path, commitlog_segment_bytes=2 << 20) as store:
+            store.create_topic("t", 1)
+            big = [value] * (COPY_CHUNK_BYTES // len(value) + 50)
+            for i in range(120):  # ~30 KiB batches: ~3.5 MiB, so the CommitLog rolls
+                records = big if i == 60 else [value] * 30
+                keys = [b"k%d" % i] + [None] * (len(records) - 1)
+                _append(store, "t", 0, records, keys=keys)
+            assert store.commit_log.queue.files[0].end_offset < store.commit_log.max_offset
+            for i in range(120):
+                assert len(await store.lookup_key("t", b"k%d" % i)) == 1, i
     run(body())
 
 
