@@ -15,6 +15,7 @@ from gateway.broker_configs import BrokerConfigs
 from gateway.cluster_meta import cluster_id
 from gateway.config import BrokerConfig, Endpoint
 from gateway.fetch_waiters import FetchWaiters
+from gateway.groups.coordinator import GroupCoordinator
 from gateway.producer_ids import ProducerIdAllocator
 from gateway.producer_snapshot_service import ProducerSnapshotService
 from gateway.producer_state import ProducerStateManager
@@ -65,6 +66,7 @@ class Broker:
                                      config.store.data_dir / "broker" / "dynamic_configs.json")
         self.configs.load()
         store.add_dispatch_listener(self.fetch_waiters.on_dispatch)
+        self.groups = GroupCoordinator(config, store)
 
     # ---- topics ---------------------------------------------------------------------------------
 

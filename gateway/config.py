@@ -40,6 +40,14 @@ class BrokerConfig:
     static_properties: dict[str, str] = field(default_factory=dict)  # as given at start
     producer_id_expiration_ms: int = 86_400_000  # Kafka's producer.id.expiration.ms
     producer_snapshot_interval_ms: int = 10_000
+    # the group coordinator's, with Kafka's defaults
+    group_min_session_timeout_ms: int = 6_000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_initial_rebalance_delay_ms: int = 3_000
+    offsets_topic_num_partitions: int = 50
+    offsets_retention_minutes: int = 10_080
+    offsets_retention_check_interval_ms: int = 600_000
+    offset_metadata_max_bytes: int = 4_096
     store: StoreConfig = field(default_factory=StoreConfig)
 
     @property

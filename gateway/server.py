@@ -33,6 +33,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
         await store.close()
         raise
     broker.producer_snapshots.start()
+    broker.groups.start()
     log.info("CommitGate listening on %s (advertised as %s), node %d, cluster %s, data in %s "
              "(%s start, %d topics, %s)", config.listener, broker.node.endpoint,
              config.node_id, broker.cluster_id, config.store.data_dir.resolve(),
@@ -44,6 +45,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
         log.info("CommitGate stopping: no new connections, finishing in-flight requests")
         server.close()
         broker.fetch_waiters.wake_all()
+        await broker.groups.stop()  # answers JoinGroup/SyncGroup still waiting
         await asyncio.gather(*(c.finish(SHUTDOWN_GRACE_S) for c in list(connections)))
         await broker.producer_snapshots.stop()
         await store.close()

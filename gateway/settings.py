@@ -70,6 +70,22 @@ SETTINGS: dict[str, Setting] = {
     "producer.snapshot.interval.ms": Setting("producer_snapshot_interval_ms", int,
                                              "how often idempotent producers' state is "
                                              "snapshotted (10000)"),
+    "group.min.session.timeout.ms": Setting("group_min_session_timeout_ms", int,
+                                            "shortest session a group member may ask (6000)"),
+    "group.max.session.timeout.ms": Setting("group_max_session_timeout_ms", int,
+                                            "longest session a group member may ask (1800000)"),
+    "group.initial.rebalance.delay.ms": Setting(
+        "group_initial_rebalance_delay_ms", int,
+        "how long an empty group waits for more members before its first rebalance (3000)"),
+    "offsets.topic.num.partitions": Setting("offsets_topic_num_partitions", int,
+                                            "partitions of __consumer_offsets (50)"),
+    "offsets.retention.minutes": Setting("offsets_retention_minutes", int,
+                                         "committed offsets of empty groups expire after this "
+                                         "(10080: 7 days)"),
+    "offsets.retention.check.interval.ms": Setting("offsets_retention_check_interval_ms", int,
+                                                   "how often offsets expire (600000)"),
+    "offset.metadata.max.bytes": Setting("offset_metadata_max_bytes", int,
+                                         "longest commit metadata string (4096)"),
     "log.dirs": Setting("store.data_dir", _log_dirs, "data directory (default ./data)"),
     "log.dir": Setting("store.data_dir", _log_dirs, "same as log.dirs"),
     "flush.disk.type": Setting("store.flush_disk_type", lambda t: FlushDiskType(t.upper()),

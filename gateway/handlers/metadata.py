@@ -10,6 +10,7 @@ import uuid
 
 from engine.topic_table import TopicRecord
 from gateway.broker import LEADER_EPOCH, Broker
+from gateway.groups.offsets_topic import is_internal
 from gateway.request_context import RequestContext
 from protocol import messages
 from protocol.errors import ErrorCode
@@ -35,7 +36,7 @@ def _partitions(broker: Broker, topic: TopicRecord) -> list:
 
 def _topic(broker: Broker, topic: TopicRecord) -> object:
     return TopicOut(error_code=ErrorCode.NONE, name=topic.name,
-                    topic_id=uuid.UUID(topic.topic_id), is_internal=False,
+                    topic_id=uuid.UUID(topic.topic_id), is_internal=is_internal(topic.name),
                     partitions=_partitions(broker, topic),
                     topic_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN)
 

@@ -10,6 +10,7 @@ import logging
 
 from engine import StoreStatus
 from gateway.broker import STORE_ERRORS, Broker
+from gateway.groups.offsets_topic import is_internal
 from gateway.request_context import RequestContext
 from protocol import messages
 from protocol.errors import ErrorCode
@@ -48,6 +49,9 @@ def _append(ctx: RequestContext, topic, index: int, records) -> tuple[object, in
     if topic is None or not 0 <= index < topic.partitions:
         return _fail(out, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), -1
     name = topic.name
+    if is_internal(name):  # only the group coordinator writes there
+        return _fail(out, ErrorCode.INVALID_TOPIC_EXCEPTION,
+                     f"Cannot append to internal topic {name}"), -1
     if records is None:
         return _fail(out, ErrorCode.INVALID_RECORD, "the record set is null"), -1
     check = validate_record_set(records, broker.max_message_bytes(topic))

@@ -1,0 +1,20 @@
+"""Heartbeat (key 12): keeps a member's session alive; REBALANCE_IN_PROGRESS tells it to rejoin.
+
+v3+ carry ``group.instance.id`` (a stale static member gets FENCED_INSTANCE_ID).
+"""
+from __future__ import annotations
+
+from gateway.request_context import RequestContext
+from protocol import messages
+
+API_KEY = 12
+VERSIONS = (0, 4)
+
+Response = messages.get("HeartbeatResponse").cls
+
+
+async def handle(ctx: RequestContext, request) -> object:
+    error = ctx.broker.groups.membership.heartbeat(
+        request.group_id, request.generation_id, request.member_id,
+        request.group_instance_id if ctx.api_version >= 3 else None)
+    return Response(throttle_time_ms=0, error_code=error)

@@ -1,0 +1,25 @@
+"""ListGroups (key 16): every group, with its state (v4+) and type (v5+).
+
+v4+ filter by state, v5+ by type, both matched without regard to case; every group here is a
+"classic" group.
+"""
+from __future__ import annotations
+
+from gateway.groups.coordinator import GROUP_TYPE
+from gateway.request_context import RequestContext
+from protocol import messages
+from protocol.errors import ErrorCode
+
+API_KEY = 16
+VERSIONS = (0, 5)
+
+Response = messages.get("ListGroupsResponse").cls
+
+
+async def handle(ctx: RequestContext, request) -> object:
+    states = request.states_filter if ctx.api_version >= 4 else []
+    types = request.types_filter if ctx.api_version >= 5 else []
+    return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, groups=[
+        Response.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "",
+                             group_state=g.state.value, group_type=GROUP_TYPE)
+        for g in ctx.broker.groups.list(states, types)])

@@ -1,0 +1,69 @@
+"""OffsetFetch (key 9): a group's committed offsets (offset, leader epoch, metadata).
+
+Partitions without a committed offset get offset -1 and empty metadata, with no error, as in
+Kafka; a null topic list (v2+) asks for every committed offset of the group. v8+ ask for
+several groups at once; v10 names topics by id (unknown ids get UNKNOWN_TOPIC_ID).
+``require_stable`` (v7+) needs nothing: there are no pending transactional offsets.
+"""
+from __future__ import annotations
+
+from gateway.groups.records import OffsetValue
+from gateway.groups.topics import topic_id_of, topic_name
+from gateway.request_context import RequestContext
+from protocol import messages
+from protocol.errors import ErrorCode
+
+API_KEY = 9
+VERSIONS = (1, 10)
+
+Response = messages.get("OffsetFetchResponse").cls
+NO_OFFSET = OffsetValue(-1, -1, "", -1)
+
+Row = tuple[str | None, object, list[tuple[int, OffsetValue, ErrorCode]]]  # name, id, partitions
+
+
+def _rows(ctx: RequestContext, group_id: str, topics, by_id: bool) -> list[Row]:
+    broker = ctx.broker
+    offsets = broker.groups.offsets
+    if topics is None:
+        found = offsets.fetch(group_id, None)
+        rows = [(name, topic_id_of(broker, name), [(p, v, ErrorCode.NONE) for p, v in parts])
+                for name, parts in found]
+        return [row for row in rows if row[1] is not None or not by_id]
+    rows = []
+    for topic in topics:
+        name = topic_name(broker, topic.name, topic.topic_id, by_id)
+        if name is None:
+            rows.append((topic.name, topic.topic_id, [(p, NO_OFFSET, ErrorCode.UNKNOWN_TOPIC_ID)
+                                                      for p in topic.partition_indexes]))
+            continue
+        [(_, parts)] = offsets.fetch(group_id, [(name, list(topic.partition_indexes))])
+        rows.append((name, topic.topic_id, [(p, v or NO_OFFSET, ErrorCode.NONE)
+                                            for p, v in parts]))
+    return rows
+
+
+def _group(ctx: RequestContext, wanted) -> object:
+    by_id = ctx.api_version >= 10
+    rows = _rows(ctx, wanted.group_id, wanted.topics, by_id)
+    return Response.OffsetFetchResponseGroup(
+        group_id=wanted.group_id, error_code=ErrorCode.NONE, topics=[
+            Response.OffsetFetchResponseTopics(name=name, topic_id=topic_id, partitions=[
+                Response.OffsetFetchResponsePartitions(
+                    partition_index=p, committed_offset=v.offset,
+                    committed_leader_epoch=v.leader_epoch, metadata=v.metadata, error_code=e)
+                for p, v, e in parts])
+            for name, topic_id, parts in rows])
+
+
+async def handle(ctx: RequestContext, request) -> object:
+    if ctx.api_version >= 8:
+        return Response(throttle_time_ms=0, groups=[_group(ctx, g) for g in request.groups])
+    rows = _rows(ctx, request.group_id, request.topics, False)
+    return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, topics=[
+        Response.OffsetFetchResponseTopic(name=name, partitions=[
+            Response.OffsetFetchResponsePartition(
+                partition_index=p, committed_offset=v.offset,
+                committed_leader_epoch=v.leader_epoch, metadata=v.metadata, error_code=e)
+            for p, v, e in parts])
+        for name, _, parts in rows])
