@@ -1,7 +1,7 @@
 """confluent-kafka 2.16 (librdkafka) against a real CommitGate: the shared client scenarios
 (client_contract.py), run in process with the client's default settings (not idempotent by
-default, ``consistent_random`` partitioner). ``compression.type=lz4`` is sent uncompressed for
-now: librdkafka ties LZ4 to the broker's FindCoordinator support (consumer groups, a later issue).
+default, ``consistent_random`` partitioner). librdkafka ties LZ4 to the broker's FindCoordinator
+support: while the broker does not list it, ``compression.type=lz4`` sends uncompressed batches.
 
 librdkafka's Consumer demands a ``group.id`` even when partitions are assigned by hand; one is
 set, but only assign() with explicit offsets is used, so no group API (FindCoordinator, a later
@@ -20,6 +20,7 @@ from tests.gateway.client_contract import (
     BASE_TS,
     CODEC_NAMES,
     CODEC_RECORDS,
+    FIND_COORDINATOR_KEY,
     IDEMPOTENT_RECORDS,
     KEYED_RECORDS,
     KEYS_PARTITIONS,
@@ -28,6 +29,7 @@ from tests.gateway.client_contract import (
     NULL_RECORDS,
     TIME_QUERIES,
     ClientTraits,
+    advertised_apis,
     describe,
     large_report,
     librdkafka_partition,
@@ -106,7 +108,7 @@ class Driver:
     def codec(self, codec: str) -> dict:
         topic = self.create(f"codec-{codec}", 1)
         return self.round_trip(topic, 1, CODEC_RECORDS, **{"compression.type": codec,
-                                                           "linger.ms": 20})
+                                                           "linger.ms": 100})
 
     def keys(self) -> dict:
         topic = self.create("keys", KEYS_PARTITIONS)
@@ -186,10 +188,11 @@ def reports(broker) -> dict:
 
 
 @pytest.fixture(scope="module")
-def traits() -> ClientTraits:
+def traits(broker) -> ClientTraits:
+    # librdkafka turns LZ4 on only when the broker lists FindCoordinator (rdkafka_feature.c);
+    # without it, compression.type=lz4 sends uncompressed batches
+    groups = FIND_COORDINATOR_KEY in advertised_apis(broker.bootstrap)
     return ClientTraits(partition_of=librdkafka_partition, idempotent_by_default=False,
                         too_large_error="MSG_SIZE_TOO_LARGE", reports_timestamps=False,
-                        # librdkafka turns LZ4 on only when the broker lists FindCoordinator
-                        # (rdkafka_feature.c); until consumer groups are served it sends
-                        # uncompressed batches when asked for lz4
-                        uncompressed_codecs=frozenset({"lz4"}))
+                        uncompressed_codecs=frozenset() if groups else frozenset({"lz4"}),
+                        compresses_only_when_smaller=True)
