@@ -32,14 +32,14 @@ def _rows(ctx: RequestContext, group_id: str, topics, by_id: bool) -> list[Row]:
         return [row for row in rows if row[1] is not None or not by_id]
     rows = []
     for topic in topics:
-        name = topic_name(broker, topic.name, topic.topic_id, by_id)
+        topic_id = topic.topic_id if by_id else None  # v10+ only
+        name = topic_name(broker, topic.name, topic_id, by_id)
         if name is None:
-            rows.append((topic.name, topic.topic_id, [(p, NO_OFFSET, ErrorCode.UNKNOWN_TOPIC_ID)
-                                                      for p in topic.partition_indexes]))
+            rows.append((topic.name, topic_id, [(p, NO_OFFSET, ErrorCode.UNKNOWN_TOPIC_ID)
+                                                for p in topic.partition_indexes]))
             continue
         [(_, parts)] = offsets.fetch(group_id, [(name, list(topic.partition_indexes))])
-        rows.append((name, topic.topic_id, [(p, v or NO_OFFSET, ErrorCode.NONE)
-                                            for p, v in parts]))
+        rows.append((name, topic_id, [(p, v or NO_OFFSET, ErrorCode.NONE) for p, v in parts]))
     return rows
 
 
