@@ -10,7 +10,8 @@ so pytest runs them once per client. Stored batches are read back over the raw w
 the client really sent (codec, producer id, sequences), not what it says it sent.
 
 Scenarios (topics are created with the client's admin API, ``<prefix>-<scenario>``):
-- ``codec-<c>`` for none/gzip/snappy/lz4/zstd: 50 keyed records with headers, one partition.
+- ``codec-<c>`` for none/gzip/snappy/lz4/zstd: 50 keyed records with headers, one partition,
+  read from offset 0 and again from offset 25 (``from_middle``: inside a batch).
 - ``keys``: 40 keyed records on 4 partitions, placed by the client's default partitioner.
 - ``nulls``: null key, null value, both null, empty value with headers.
 - ``large``: one 5 MiB record on a topic created with max.message.bytes=8 MiB.
@@ -19,6 +20,7 @@ Scenarios (topics are created with the client's admin API, ``<prefix>-<scenario>
   records; earliest / latest consumption, offsets for times, beginning and end offsets.
 - ``acks``: 10 records each with acks 0, 1 and all.
 - ``idempotent``: 100 records from an idempotent producer (the client's default or asked for).
+- ``auto-create``: 3 records to ``<prefix>-auto-created``, a topic nobody created.
 """
 from __future__ import annotations
 
@@ -42,6 +44,7 @@ from tests.gateway.wire import WireClient
 
 __all__ = [  # what ``import *`` gives the client modules: the tests
     "test_acks_zero_one_and_all",
+    "test_auto_created_topic",
     "test_codec_round_trip",
     "test_earliest_latest_and_offsets_for_times",
     "test_idempotent_producer",
@@ -56,6 +59,7 @@ CODEC_NAMES = list(CODECS)
 LARGE_BYTES = 5 * 1024 * 1024
 LARGE_TOPIC_MAX = 8 * 1024 * 1024
 BASE_TS = 1_000_000
+MIDDLE = 25  # an offset inside the codec scenario's batch
 # (query timestamp, expected offset, expected timestamp) for the ``offsets`` scenario;
 # None: no record at or after the query
 TIME_QUERIES = [(0, 0, BASE_TS), (BASE_TS + 4500, 5, BASE_TS + 5000),
@@ -224,6 +228,7 @@ def test_codec_round_trip(broker, reports, traits, codec):
     assert [r["value"] for r in report["received"]] == \
         [bytes([i % 251] * (i * 37 % 2000)).hex() for i in range(50)]
     assert report["received"][7]["headers"] == [["h", b"7".hex()], ["i", b"x".hex()]]
+    assert report["from_middle"] == list(range(MIDDLE, len(CODEC_RECORDS)))
     batches = stored_batches(broker.bootstrap, report["topic"])
     sent_as = CODECS["none" if codec in traits.uncompressed_codecs else codec]
     if traits.compresses_only_when_smaller:  # e.g. a lone small record sent before the rest
@@ -302,3 +307,9 @@ def test_idempotent_producer(broker, reports):
     for batch in batches:
         assert batch.base_sequence == sequence
         sequence += batch.record_count
+
+
+def test_auto_created_topic(reports):
+    report = _report(reports, "auto-create")
+    _assert_round_trip(report)
+    assert len(report["received"]) == 3

@@ -19,6 +19,7 @@ from tests.gateway.client_contract import (
     KEYS_PARTITIONS,
     LARGE_TOPIC_MAX,
     LARGE_VALUE,
+    MIDDLE,
     NULL_RECORDS,
     TIME_QUERIES,
     ClientTraits,
@@ -83,8 +84,22 @@ class Driver:
 
     async def codec(self, codec: str) -> dict:
         topic = await self.create(f"codec-{codec}", 1)
-        return await self.round_trip(topic, 1, CODEC_RECORDS, linger_ms=20,
-                                     compression_type=None if codec == "none" else codec)
+        out = await self.round_trip(topic, 1, CODEC_RECORDS, linger_ms=20,
+                                    compression_type=None if codec == "none" else codec)
+        consumer = self.consumer()
+        await consumer.start()
+        try:
+            tp = TopicPartition(topic, 0)
+            consumer.assign([tp])
+            consumer.seek(tp, MIDDLE)
+            middle = await _poll(consumer, len(CODEC_RECORDS) - MIDDLE)
+        finally:
+            await consumer.stop()
+        return {**out, "from_middle": [r["offset"] for r in middle]}
+
+    async def auto_create(self) -> dict:
+        topic = f"{PREFIX}-auto-created"
+        return await self.round_trip(topic, 1, [(None, b"auto-%d" % i, []) for i in range(3)])
 
     async def keys(self) -> dict:
         topic = await self.create("keys", KEYS_PARTITIONS)
@@ -182,7 +197,7 @@ def reports(broker) -> dict:
     bodies = {f"codec-{c}": (lambda c=c: driver.codec(c)) for c in CODEC_NAMES}
     bodies |= {"keys": driver.keys, "nulls": driver.nulls, "large": driver.large,
                "too-large": driver.too_large, "offsets": driver.offsets, "acks": driver.acks,
-               "idempotent": driver.idempotent}
+               "idempotent": driver.idempotent, "auto-create": driver.auto_create}
     return run_scenarios({name: (lambda body=body: asyncio.run(body()))
                           for name, body in bodies.items()})
 

@@ -26,6 +26,7 @@ from tests.gateway.client_contract import (
     KEYS_PARTITIONS,
     LARGE_TOPIC_MAX,
     LARGE_VALUE,
+    MIDDLE,
     NULL_RECORDS,
     TIME_QUERIES,
     ClientTraits,
@@ -107,8 +108,14 @@ class Driver:
 
     def codec(self, codec: str) -> dict:
         topic = self.create(f"codec-{codec}", 1)
-        return self.round_trip(topic, 1, CODEC_RECORDS, **{"compression.type": codec,
-                                                           "linger.ms": 100})
+        out = self.round_trip(topic, 1, CODEC_RECORDS, **{"compression.type": codec,
+                                                          "linger.ms": 100})
+        middle = self.consume(topic, 1, len(CODEC_RECORDS) - MIDDLE, MIDDLE)
+        return {**out, "from_middle": [r["offset"] for r in middle]}
+
+    def auto_create(self) -> dict:
+        topic = f"{PREFIX}-auto-created"
+        return self.round_trip(topic, 1, [(None, b"auto-%d" % i, []) for i in range(3)])
 
     def keys(self) -> dict:
         topic = self.create("keys", KEYS_PARTITIONS)
@@ -184,7 +191,7 @@ def reports(broker) -> dict:
     return run_scenarios(bodies | {
         "keys": driver.keys, "nulls": driver.nulls, "large": driver.large,
         "too-large": driver.too_large, "offsets": driver.offsets, "acks": driver.acks,
-        "idempotent": driver.idempotent})
+        "idempotent": driver.idempotent, "auto-create": driver.auto_create})
 
 
 @pytest.fixture(scope="module")

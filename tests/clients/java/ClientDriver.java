@@ -39,6 +39,7 @@ public final class ClientDriver {
     static final int LARGE_BYTES = 5 * 1024 * 1024;
     static final String LARGE_TOPIC_MAX = String.valueOf(8 * 1024 * 1024);
     static final long BASE_TS = 1_000_000L;
+    static final int MIDDLE = 25;
     static final Duration POLL = Duration.ofMillis(200);
     static final long CONSUME_DEADLINE_MS = 30_000;
     static final HexFormat HEX = HexFormat.of();
@@ -67,6 +68,7 @@ public final class ClientDriver {
         driver.run("offsets", driver::offsets);
         driver.run("acks", driver::acks);
         driver.run("idempotent", driver::idempotent);
+        driver.run("auto-create", driver::autoCreate);
         driver.admin.close();
     }
 
@@ -95,7 +97,22 @@ public final class ClientDriver {
         Properties props = producerProps();
         props.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, codec);
         props.put(ProducerConfig.LINGER_MS_CONFIG, "20");
-        return roundTrip(topic, 1, props, records);
+        Json out = roundTrip(topic, 1, props, records);
+        try (KafkaConsumer<byte[], byte[]> consumer = consumer("earliest")) {
+            TopicPartition tp = new TopicPartition(topic, 0);
+            consumer.assign(List.of(tp));
+            consumer.seek(tp, MIDDLE);  // inside a batch: the broker returns the whole batch
+            return out.put("from_middle", offsetsOf(pollUntil(consumer, records.size() - MIDDLE)));
+        }
+    }
+
+    Json autoCreate() {
+        String topic = prefix + "-auto-created";  // not created: the producer's metadata creates it
+        List<ProducerRecord<byte[], byte[]>> records = new ArrayList<>();
+        for (int i = 0; i < 3; i++) {
+            records.add(new ProducerRecord<>(topic, bytes("auto-" + i)));
+        }
+        return roundTrip(topic, 1, producerProps(), records);
     }
 
     Json keys() {

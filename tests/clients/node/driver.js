@@ -19,6 +19,7 @@ const CODECS = { none: CompressionTypes.None, gzip: CompressionTypes.GZIP,
 const LARGE_BYTES = 5 * 1024 * 1024
 const LARGE_TOPIC_MAX = String(8 * 1024 * 1024)
 const BASE_TS = 1000000
+const MIDDLE = 25
 const CONSUME_DEADLINE_MS = 30000
 
 // kafkajs ships gzip only; the others are plug-ins, here pure JS / WebAssembly (no native build)
@@ -154,7 +155,16 @@ async function codec (name) {
   await producer.disconnect()
   const base = Number(metas[0].baseOffset)
   const sent = messages.map((m, i) => describe(metas[0].partition, base + i, m))
-  return { topic, sent, received: await fetchRecords(topic, fromZero(1), messages.length) }
+  const received = await fetchRecords(topic, fromZero(1), messages.length)
+  // inside the batch: the broker returns the whole batch, the reader skips what precedes
+  const fromMiddle = await fetchRecords(topic, { 0: MIDDLE }, messages.length - MIDDLE)
+  return { topic, sent, received, from_middle: fromMiddle.map(r => r.offset) }
+}
+
+async function autoCreate () {
+  const topic = `${prefix}-auto-created`  // not created: the producer's metadata creates it
+  const messages = [0, 1, 2].map(i => ({ value: Buffer.from(`auto-${i}`) }))
+  return roundTrip(topic, 1, messages)
 }
 
 async function keys () {
@@ -259,6 +269,7 @@ async function main () {
   await run('offsets', offsets)
   await run('acks', acks)
   await run('idempotent', idempotent)
+  await run('auto-create', autoCreate)
   await admin.disconnect()
 }
 
