@@ -22,6 +22,7 @@ _NUMBERS = {"int8": "b", "int16": "h", "uint16": "H", "int32": "i", "uint32": "I
             "int64": "q", "float64": "d"}
 _STRUCTS = {name: struct.Struct(">" + code) for name, code in _NUMBERS.items()}
 ZERO_UUID = uuid.UUID(int=0)
+_MISSING = object()  # "argument not given" in generated constructors
 
 
 class DecodeError(ValueError):
@@ -214,8 +215,10 @@ def _init_source(fields: list[FieldSpec]) -> str:
     args, body = [], []
     for spec in fields:
         fresh_list = spec.is_array and spec.default is not None
-        args.append(f"{spec.name}={None if fresh_list or spec.is_struct else spec.default!r}")
-        value = f"[] if {spec.name} is None else {spec.name}" if fresh_list else spec.name
+        default = "_MISSING" if fresh_list else None if spec.is_struct else repr(spec.default)
+        args.append(f"{spec.name}={default}")
+        # a sentinel, not None: a nullable array may be set to None explicitly
+        value = f"[] if {spec.name} is _MISSING else {spec.name}" if fresh_list else spec.name
         body.append(f"    self.{spec.name} = {value}")
     return f"def __init__(self, *, {', '.join(args)}):\n" + "\n".join(body)
 
@@ -229,7 +232,8 @@ def build_classes(message: MessageSpec) -> type:
             if spec.fields is not None and spec.element not in structs:
                 make(spec.element, spec.fields)
         namespace: dict[str, Any] = {}
-        exec(compile(_init_source(fields), f"<{message.name}.{name}>", "exec"), {}, namespace)
+        exec(compile(_init_source(fields), f"<{message.name}.{name}>", "exec"),
+             {"_MISSING": _MISSING}, namespace)
         cls = type(name, (Message,), {"__slots__": tuple(f.name for f in fields),
                                       "__init__": namespace["__init__"]})
         structs[name] = cls

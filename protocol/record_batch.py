@@ -176,9 +176,13 @@ def _check_batch(buf: memoryview | bytes, position: int, end: int,
     covered = memoryview(buf)[position + CRC_START:position + header.size]
     if crc32c.crc32c(covered) != header.crc:
         return RecordSetStatus.CORRUPT_MESSAGE, "CRC-32C mismatch"
-    if header.record_count <= 0 or header.last_offset_delta < header.record_count - 1:
+    if header.base_offset != 0:  # producers send 0; the broker assigns the real one
         return (RecordSetStatus.INVALID_RECORD,
-                f"recordCount {header.record_count} with lastOffsetDelta {header.last_offset_delta}")
+                f"the baseOffset of the record batch should be 0, but it is {header.base_offset}")
+    if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
+        return (RecordSetStatus.INVALID_RECORD,
+                f"inconsistent batch offset range [0, {header.last_offset_delta}] and count of "
+                f"records {header.record_count}")
     if header.is_control:
         return RecordSetStatus.INVALID_RECORD, "clients may not produce control batches"
     return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 
+import crc32c
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -34,10 +35,10 @@ record_specs = st.lists(
 @given(record_specs, st.sampled_from(["none", "gzip", "snappy", "lz4", "zstd"]),
        st.integers(0, 2 ** 40))
 def test_round_trip(specs, compression, base):
+    check = validate_record_set(build_batch(specs, compression=compression), LIMIT)
+    assert check.status is RecordSetStatus.OK  # as produced: baseOffset 0
     body = build_batch(specs, base_offset=base, compression=compression)
-    check = validate_record_set(body, LIMIT)
-    assert check.status is RecordSetStatus.OK
-    [header] = check.headers
+    header = read_header(body)
     assert (header.base_offset, header.record_count, header.offset_count) == (base, len(specs), len(specs))
     assert header.max_timestamp == max(ts for *_, ts in specs)
     got = [(r.offset, r.key, r.value, r.headers, r.timestamp) for r in decode_records(body)]
@@ -118,10 +119,19 @@ def test_several_batches_and_partial_tail():
     first = build_batch([(None, b"x", [], 1)], base_offset=0)
     second = build_batch([(None, b"y", [], 2), (None, b"z", [], 3)], base_offset=1)
     joined = first + second
-    assert validate_record_set(joined, LIMIT).status is RecordSetStatus.OK
+    assert validate_record_set(first + build_batch([(None, b"y", [], 2)]), LIMIT).status is \
+        RecordSetStatus.OK
     assert [h.base_offset for h in iter_batch_headers(joined)] == [0, 1]
     # Readers stop quietly at a partial batch, the way fetch responses may end.
     assert [r.value for r in decode_records(joined + second[:HEADER_SIZE + 3])] == [b"x", b"y", b"z"]
+
+
+def _resealed(body: bytes, at: int, fmt: str, value: int) -> bytes:
+    """A field changed and the CRC made right again (baseOffset is outside the CRC anyway)."""
+    out = bytearray(body)
+    struct.pack_into(fmt, out, at, value)
+    struct.pack_into(">I", out, 17, crc32c.crc32c(bytes(out[21:])))
+    return bytes(out)
 
 
 def corrupt(body: bytes, at: int, value: int) -> bytes:
@@ -136,6 +146,8 @@ def corrupt(body: bytes, at: int, value: int) -> bytes:
     (lambda b: corrupt(b, len(b) - 1, b[-1] ^ 0xFF), RecordSetStatus.CORRUPT_MESSAGE),  # CRC
     (lambda b: corrupt(b, 16, 1), RecordSetStatus.UNSUPPORTED_MAGIC),
     (lambda b: b"", RecordSetStatus.EMPTY),
+    (lambda b: _resealed(b, 0, ">q", 7), RecordSetStatus.INVALID_RECORD),  # baseOffset not 0
+    (lambda b: _resealed(b, 23, ">i", 3), RecordSetStatus.INVALID_RECORD),  # lastOffsetDelta
 ])
 def test_validation_rejects_bad_input(mutate, status):
     body = build_batch([(b"k", b"value", [], 1)])
