@@ -10,11 +10,13 @@ from typing import Annotated
 import typer
 
 from gateway import settings
+from gateway.groups_cli import groups_app
 
 app = typer.Typer(help="CommitGate: a Kafka-compatible broker over a RocketMQ-style store.",
                   no_args_is_help=True, add_completion=False)
 bench_app = typer.Typer(help="Benchmarks (figures, not tests).", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
+app.add_typer(groups_app, name="groups")
 
 
 def _setup_logging(level: str) -> None:
