@@ -21,6 +21,9 @@ Scenarios (topics are created with the client's admin API, ``<prefix>-<scenario>
 - ``acks``: 10 records each with acks 0, 1 and all.
 - ``idempotent``: 100 records from an idempotent producer (the client's default or asked for).
 - ``auto-create``: 3 records to ``<prefix>-auto-created``, a topic nobody created.
+- ``log-append-time``: 5 records with timestamps BASE_TS + i, gzip, on a topic with
+  message.timestamp.type=LogAppendTime; the timestamps read back (and whether the client
+  calls them LogAppendTime; None where it does not say).
 """
 from __future__ import annotations
 
@@ -50,6 +53,7 @@ __all__ = [  # what ``import *`` gives the client modules: the tests
     "test_idempotent_producer",
     "test_keys_land_on_the_partitioners_partition",
     "test_large_record_on_a_topic_that_allows_it",
+    "test_log_append_time_topic",
     "test_null_keys_values_and_headers",
     "test_too_large_record_is_refused",
 ]
@@ -60,6 +64,7 @@ LARGE_BYTES = 5 * 1024 * 1024
 LARGE_TOPIC_MAX = 8 * 1024 * 1024
 BASE_TS = 1_000_000
 MIDDLE = 25  # an offset inside the codec scenario's batch
+LOG_APPEND_TIME_FLAG = 0x08  # RecordBatch attributes: timestamp type
 # (query timestamp, expected offset, expected timestamp) for the ``offsets`` scenario;
 # None: no record at or after the query
 TIME_QUERIES = [(0, 0, BASE_TS), (BASE_TS + 4500, 5, BASE_TS + 5000),
@@ -313,3 +318,14 @@ def test_auto_created_topic(reports):
     report = _report(reports, "auto-create")
     _assert_round_trip(report)
     assert len(report["received"]) == 3
+
+
+def test_log_append_time_topic(broker, reports):
+    report = _report(reports, "log-append-time")
+    timestamps = report["timestamps"]
+    assert len(timestamps) == 5 and len(set(timestamps)) == 1, "one append time per batch"
+    assert timestamps[0] > BASE_TS + 5, "the broker's clock, not the producer's timestamps"
+    assert all(flag in (True, None) for flag in report["log_append_time"])
+    batches = stored_batches(broker.bootstrap, report["topic"])
+    assert all(b.attributes & LOG_APPEND_TIME_FLAG for b in batches)
+    assert batches[-1].max_timestamp == timestamps[0]

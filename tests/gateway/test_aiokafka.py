@@ -30,6 +30,7 @@ from tests.gateway.client_contract import (
 )
 
 PREFIX = "aiokafka"
+LOG_APPEND_TIME = 1  # ConsumerRecord.timestamp_type
 POLL_MS = 200
 CONSUME_ROUNDS = 150  # x POLL_MS: how long a consumer waits for the records it expects
 
@@ -96,6 +97,33 @@ class Driver:
         finally:
             await consumer.stop()
         return {**out, "from_middle": [r["offset"] for r in middle]}
+
+    async def log_append_time(self) -> dict:
+        topic = await self.create("log-append-time", 1,
+                                  {"message.timestamp.type": "LogAppendTime"})
+        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, compression_type="gzip",
+                                    linger_ms=20)
+        await producer.start()
+        try:
+            futures = [await producer.send(topic, b"lat-%d" % i, timestamp_ms=BASE_TS + i)
+                       for i in range(5)]
+            await asyncio.gather(*futures)
+        finally:
+            await producer.stop()
+        consumer = self.consumer()
+        await consumer.start()
+        try:
+            consumer.assign([TopicPartition(topic, 0)])
+            records = []
+            for _ in range(CONSUME_ROUNDS):
+                if len(records) >= 5:
+                    break
+                for batch in (await consumer.getmany(timeout_ms=POLL_MS)).values():
+                    records += batch
+        finally:
+            await consumer.stop()
+        return {"topic": topic, "timestamps": [r.timestamp for r in records],
+                "log_append_time": [r.timestamp_type == LOG_APPEND_TIME for r in records]}
 
     async def auto_create(self) -> dict:
         topic = f"{PREFIX}-auto-created"
@@ -197,7 +225,8 @@ def reports(broker) -> dict:
     bodies = {f"codec-{c}": (lambda c=c: driver.codec(c)) for c in CODEC_NAMES}
     bodies |= {"keys": driver.keys, "nulls": driver.nulls, "large": driver.large,
                "too-large": driver.too_large, "offsets": driver.offsets, "acks": driver.acks,
-               "idempotent": driver.idempotent, "auto-create": driver.auto_create}
+               "idempotent": driver.idempotent, "auto-create": driver.auto_create,
+               "log-append-time": driver.log_append_time}
     return run_scenarios({name: (lambda body=body: asyncio.run(body()))
                           for name, body in bodies.items()})
 

@@ -12,7 +12,14 @@ from __future__ import annotations
 import functools
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    TIMESTAMP_LOG_APPEND_TIME,
+    Consumer,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.gateway.client_contract import *  # the shared client tests
@@ -113,6 +120,27 @@ class Driver:
         middle = self.consume(topic, 1, len(CODEC_RECORDS) - MIDDLE, MIDDLE)
         return {**out, "from_middle": [r["offset"] for r in middle]}
 
+    def log_append_time(self) -> dict:
+        topic = self.create("log-append-time", 1, {"message.timestamp.type": "LogAppendTime"})
+        producer = Producer({"bootstrap.servers": self.bootstrap, "compression.type": "gzip",
+                             "linger.ms": 100})
+        for i in range(5):
+            producer.produce(topic, b"lat-%d" % i, timestamp=BASE_TS + i)
+        assert producer.flush(TIMEOUT_S) == 0, "records left undelivered"
+        consumer = self.consumer()
+        try:
+            consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+            messages = []
+            for _ in range(CONSUME_ROUNDS):
+                if len(messages) >= 5:
+                    break
+                messages += consumer.consume(5 - len(messages), POLL_S)
+        finally:
+            consumer.close()
+        stamps = [m.timestamp() for m in messages]
+        return {"topic": topic, "timestamps": [ts for _, ts in stamps],
+                "log_append_time": [kind == TIMESTAMP_LOG_APPEND_TIME for kind, _ in stamps]}
+
     def auto_create(self) -> dict:
         topic = f"{PREFIX}-auto-created"
         return self.round_trip(topic, 1, [(None, b"auto-%d" % i, []) for i in range(3)])
@@ -191,7 +219,8 @@ def reports(broker) -> dict:
     return run_scenarios(bodies | {
         "keys": driver.keys, "nulls": driver.nulls, "large": driver.large,
         "too-large": driver.too_large, "offsets": driver.offsets, "acks": driver.acks,
-        "idempotent": driver.idempotent, "auto-create": driver.auto_create})
+        "idempotent": driver.idempotent, "auto-create": driver.auto_create,
+        "log-append-time": driver.log_append_time})
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,7 @@ import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
+import org.apache.kafka.common.record.TimestampType;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
@@ -69,6 +70,7 @@ public final class ClientDriver {
         driver.run("acks", driver::acks);
         driver.run("idempotent", driver::idempotent);
         driver.run("auto-create", driver::autoCreate);
+        driver.run("log-append-time", driver::logAppendTime);
         driver.admin.close();
     }
 
@@ -104,6 +106,26 @@ public final class ClientDriver {
             consumer.seek(tp, MIDDLE);  // inside a batch: the broker returns the whole batch
             return out.put("from_middle", offsetsOf(pollUntil(consumer, records.size() - MIDDLE)));
         }
+    }
+
+    Json logAppendTime() {
+        String topic = create("log-append-time", 1, Map.of("message.timestamp.type", "LogAppendTime"));
+        List<ProducerRecord<byte[], byte[]>> records = new ArrayList<>();
+        for (int i = 0; i < 5; i++) {
+            records.add(new ProducerRecord<>(topic, 0, BASE_TS + i, null, bytes("lat-" + i)));
+        }
+        Properties props = producerProps();
+        props.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, "gzip");
+        props.put(ProducerConfig.LINGER_MS_CONFIG, "20");
+        produceAll(props, records);
+        List<Long> timestamps = new ArrayList<>();
+        List<Boolean> appendTime = new ArrayList<>();
+        for (ConsumerRecord<byte[], byte[]> r : consume(topic, 1, records.size(), "earliest")) {
+            timestamps.add(r.timestamp());
+            appendTime.add(r.timestampType() == TimestampType.LOG_APPEND_TIME);
+        }
+        return new Json().put("topic", topic).put("timestamps", timestamps)
+            .put("log_append_time", appendTime);
     }
 
     Json autoCreate() {
@@ -238,6 +260,13 @@ public final class ClientDriver {
 
     Json roundTrip(String topic, int partitions, Properties props,
                    List<ProducerRecord<byte[], byte[]>> records) {
+        List<Json> sent = produceAll(props, records);
+        List<ConsumerRecord<byte[], byte[]>> got = consume(topic, partitions, records.size(), "earliest");
+        return new Json().put("topic", topic).put("sent", sent).put("received", describeAll(got));
+    }
+
+    /** Sends ``records`` together (batched as the producer likes); what the broker answered. */
+    List<Json> produceAll(Properties props, List<ProducerRecord<byte[], byte[]>> records) {
         List<Json> sent = new ArrayList<>();
         try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props)) {
             List<Future<RecordMetadata>> futures = new ArrayList<>();
@@ -251,8 +280,7 @@ public final class ClientDriver {
                 sent.add(describe(meta.partition(), meta.offset(), r.key(), r.value(), r.headers()));
             }
         }
-        List<ConsumerRecord<byte[], byte[]>> got = consume(topic, partitions, records.size(), "earliest");
-        return new Json().put("topic", topic).put("sent", sent).put("received", describeAll(got));
+        return sent;
     }
 
     static ProducerRecord<byte[], byte[]> record(String topic, byte[] key, byte[] value,
@@ -357,7 +385,8 @@ public final class ClientDriver {
         }
     }
 
-    /** A JSON object built in insertion order; values are null, numbers, strings, lists, Json. */
+    /** A JSON object built in insertion order; values are null, numbers, booleans, strings,
+     *  lists, Json. */
     static final class Json {
         final Map<String, Object> fields = new java.util.LinkedHashMap<>();
 
@@ -381,7 +410,7 @@ public final class ClientDriver {
         static void write(StringBuilder out, Object value) {
             if (value == null) {
                 out.append("null");
-            } else if (value instanceof Number) {
+            } else if (value instanceof Number || value instanceof Boolean) {
                 out.append(value);
             } else if (value instanceof Json json) {
                 out.append('{');

@@ -161,6 +161,25 @@ async function codec (name) {
   return { topic, sent, received, from_middle: fromMiddle.map(r => r.offset) }
 }
 
+async function logAppendTime () {
+  const topic = await create('log-append-time', 1, { 'message.timestamp.type': 'LogAppendTime' })
+  const messages = [...Array(5).keys()].map(i => ({ value: Buffer.from(`lat-${i}`), timestamp: String(BASE_TS + i) }))
+  await produceBatch(topic, messages, { compression: CompressionTypes.GZIP })
+  const cluster = clusterOf(kafka)
+  await cluster.connect()
+  try {
+    await cluster.addTargetTopic(topic)
+    const [nodeId] = Object.keys(cluster.findLeaderForPartitions(topic, [0]))
+    const broker = await cluster.findBroker({ nodeId })
+    const response = await broker.fetch({ maxWaitTime: 200, topics: [{ topic, partitions: [{ partition: 0, fetchOffset: '0', maxBytes: 1048576 }] }] })
+    const records = response.responses[0].partitions[0].messages
+    // kafkajs applies the batch's timestamp type without reporting it
+    return { topic, timestamps: records.map(m => Number(m.timestamp)), log_append_time: records.map(() => null) }
+  } finally {
+    await cluster.disconnect()
+  }
+}
+
 async function autoCreate () {
   const topic = `${prefix}-auto-created`  // not created: the producer's metadata creates it
   const messages = [0, 1, 2].map(i => ({ value: Buffer.from(`auto-${i}`) }))
@@ -270,6 +289,7 @@ async function main () {
   await run('acks', acks)
   await run('idempotent', idempotent)
   await run('auto-create', autoCreate)
+  await run('log-append-time', logAppendTime)
   await admin.disconnect()
 }
 
