@@ -10,11 +10,11 @@ import logging
 
 from engine import MessageStore
 from gateway.config import BrokerConfig
-from gateway.groups.group import ClassicGroup, GroupState, Member
+from gateway.groups.group import ClassicGroup, GroupState
 from gateway.groups.membership import Membership
 from gateway.groups.offsets import OffsetManager
 from gateway.groups.offsets_topic import OffsetsTopic
-from gateway.groups.records import (GroupValue, MemberValue, RecordFormatError,
+from gateway.groups.records import (GroupValue, RecordFormatError,
                                     group_key, group_value, read_group_value, read_key,
                                     read_offset_value)
 from protocol.errors import ErrorCode
@@ -82,22 +82,15 @@ class GroupCoordinator:
         group.generation = stored.generation
         group.protocol_type = stored.protocol_type or None
         group.protocol_name = stored.protocol
-        for m in stored.members:
-            group.add(Member(m.member_id, m.instance_id, m.client_id, m.client_host,
-                             m.rebalance_timeout_ms, m.session_timeout_ms, stored.protocol_type,
-                             [(stored.protocol or "", m.subscription)], m.assignment))
+        for member in stored.members:
+            group.add(member)
         group.leader = stored.leader if stored.leader in group.members else group.leader
         self.groups[group_id] = group
 
     async def store_group(self, group: ClassicGroup) -> ErrorCode:
         """Write the group's metadata (members and assignment) as it is now."""
-        protocol = group.protocol_name
-        value = GroupValue(group.protocol_type or "", group.generation, protocol, group.leader,
-                           group.state_timestamp,
-                           [MemberValue(m.member_id, m.instance_id, m.client_id, m.client_host,
-                                        m.rebalance_timeout_ms, m.session_timeout_ms,
-                                        m.metadata(protocol or ""), m.assignment)
-                            for m in group.members.values()])
+        value = GroupValue(group.protocol_type or "", group.generation, group.protocol_name,
+                           group.leader, group.state_timestamp, list(group.members.values()))
         return await self.topic.write(group.group_id,
                                       [(group_key(group.group_id), group_value(value))],
                                       lambda: None)

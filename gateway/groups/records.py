@@ -20,6 +20,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from gateway.groups.group import Member
+
 I16 = struct.Struct(">h")
 I32 = struct.Struct(">i")
 I64 = struct.Struct(">q")
@@ -44,25 +46,13 @@ class OffsetValue:
 
 
 @dataclass(slots=True)
-class MemberValue:
-    member_id: str
-    instance_id: str | None
-    client_id: str
-    client_host: str
-    rebalance_timeout_ms: int
-    session_timeout_ms: int
-    subscription: bytes
-    assignment: bytes
-
-
-@dataclass(slots=True)
 class GroupValue:
     protocol_type: str
     generation: int
     protocol: str | None
     leader: str | None
     state_ms: int
-    members: list[MemberValue]
+    members: list[Member]  # each with the one protocol chosen, and its assignment
 
 
 # ---- writing -------------------------------------------------------------------------------
@@ -94,16 +84,17 @@ def offset_value(value: OffsetValue) -> bytes:
             _string(value.metadata) + I64.pack(value.commit_ms))
 
 
-def _member(m: MemberValue) -> bytes:
+def _member(m: Member, protocol: str) -> bytes:
     return (_string(m.member_id) + _string(m.instance_id) + _string(m.client_id) +
             _string(m.client_host) + I32.pack(m.rebalance_timeout_ms) +
-            I32.pack(m.session_timeout_ms) + _bytes(m.subscription) + _bytes(m.assignment))
+            I32.pack(m.session_timeout_ms) + _bytes(m.metadata(protocol)) + _bytes(m.assignment))
 
 
 def group_value(value: GroupValue) -> bytes:
     return (I16.pack(GROUP_VALUE) + _string(value.protocol_type) + I32.pack(value.generation) +
             _string(value.protocol) + _string(value.leader) + I64.pack(value.state_ms) +
-            I32.pack(len(value.members)) + b"".join(_member(m) for m in value.members))
+            I32.pack(len(value.members)) +
+            b"".join(_member(m, value.protocol or "") for m in value.members))
 
 
 # ---- reading -------------------------------------------------------------------------------
@@ -171,9 +162,9 @@ def read_group_value(data: bytes) -> GroupValue:
         raise RecordFormatError(f"unknown group metadata version {version}")
     protocol_type, generation = reader.string() or "", reader.i32()
     protocol, leader, state_ms = reader.string(), reader.string(), reader.i64()
-    members = [MemberValue(reader.string() or "", reader.string(), reader.string() or "",
-                           reader.string() or "", reader.i32(), reader.i32(), reader.bytes_(),
-                           reader.bytes_())
+    members = [Member(reader.string() or "", reader.string(), reader.string() or "",
+                      reader.string() or "", reader.i32(), reader.i32(), protocol_type,
+                      [(protocol or "", reader.bytes_())], reader.bytes_())
                for _ in range(_count(reader))]
     return GroupValue(protocol_type, generation, protocol, leader, state_ms, members)
 

@@ -36,22 +36,26 @@ def watch_stdin() -> threading.Event:
     return leave
 
 
-def run_kafka_python(bootstrap, topic, group, session_ms, instance, leave) -> None:
-    from kafka import ConsumerRebalanceListener, KafkaConsumer
-
-    class Listener(ConsumerRebalanceListener):
+def reporting(base: type) -> type:
+    """A rebalance listener (of kafka-python's or aiokafka's kind) that reports assignments."""
+    class Listener(base):
         def on_partitions_revoked(self, revoked):
             pass
 
         def on_partitions_assigned(self, assigned):
             emit("assigned", partitions=sorted(tp.partition for tp in assigned))
+    return Listener
+
+
+def run_kafka_python(bootstrap, topic, group, session_ms, instance, leave) -> None:
+    from kafka import ConsumerRebalanceListener, KafkaConsumer
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
                              auto_offset_reset="earliest", enable_auto_commit=False,
                              session_timeout_ms=session_ms,
                              heartbeat_interval_ms=session_ms // 5,
                              group_instance_id=instance)
-    consumer.subscribe([topic], listener=Listener())
+    consumer.subscribe([topic], listener=reporting(ConsumerRebalanceListener)())
     while not leave.is_set():
         batches = consumer.poll(timeout_ms=POLL_MS)
         for tp, records in batches.items():
@@ -66,19 +70,12 @@ def run_kafka_python(bootstrap, topic, group, session_ms, instance, leave) -> No
 async def run_aiokafka(bootstrap, topic, group, session_ms, instance, leave) -> None:
     from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 
-    class Listener(ConsumerRebalanceListener):
-        def on_partitions_revoked(self, revoked):
-            pass
-
-        def on_partitions_assigned(self, assigned):
-            emit("assigned", partitions=sorted(tp.partition for tp in assigned))
-
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
                                 auto_offset_reset="earliest", enable_auto_commit=False,
                                 session_timeout_ms=session_ms,
                                 heartbeat_interval_ms=session_ms // 5,
                                 group_instance_id=instance)
-    consumer.subscribe([topic], listener=Listener())
+    consumer.subscribe([topic], listener=reporting(ConsumerRebalanceListener)())
     await consumer.start()
     try:
         while not leave.is_set():
