@@ -49,14 +49,8 @@ def client(broker):
         yield c
 
 
-def with_null(obj, field: str):
-    """Generated constructors turn a None array into []; null must be set afterwards."""
-    setattr(obj, field, None)
-    return obj
-
-
 def all_topics(client):
-    return client.request(METADATA, 12, with_null(req("Metadata")(), "topics")).topics
+    return client.request(METADATA, 12, req("Metadata")(topics=None)).topics
 
 
 def group_name() -> str:
@@ -247,7 +241,7 @@ def test_offset_fetch_many_groups_and_by_topic_id(client):
     commit(client, first, [(0, 10, -1)])
     commit(client, second, [(1, 20, -1)])
     response = client.request(OFFSET_FETCH, 9, Fetch(groups=[
-        with_null(Fetch.OffsetFetchRequestGroup(group_id=first), "topics"),
+        Fetch.OffsetFetchRequestGroup(group_id=first, topics=None),
         Fetch.OffsetFetchRequestGroup(group_id=second, topics=[
             Fetch.OffsetFetchRequestTopics(name="orders", partition_indexes=[1])])]))
     got = {g.group_id: [(t.name, p.partition_index, p.committed_offset)
