@@ -17,7 +17,7 @@ from pathlib import Path
 
 from engine.body_format import BodyFormat
 from engine.checkpoint import StoreCheckpoint
-from engine.commit_log import CommitLog, body_of
+from engine.commit_log import CommitLog, CopiedReader
 from engine.config import StoreConfig
 from engine.index_file import IndexService
 
@@ -33,8 +33,8 @@ ENTRIES_PER_ROUND = 4096
 CATCH_UP_TIMEOUT_S = 2.0
 STALL_RETRY_S = 1.0
 CATCH_UP_POLL_S = 0.002
-# Bodies are scanned in a copy made a chunk at a time (see _body): small enough to stay in the
-# CPU's cache while it is scanned, large enough that the GIL changes hands once per chunk.
+# Entries are read from a copy made a chunk at a time (CopiedReader): small enough to stay in
+# the CPU's cache while it is scanned, large enough that the GIL changes hands once per chunk.
 COPY_CHUNK_BYTES = 512 * 1024
 
 
@@ -54,9 +54,7 @@ class IndexBuilder:
         self.position = 0  # the next CommitLog offset to index
         self._stalled = False
         self._flushed_position = 0
-        self._buffer = memoryview(bytearray(COPY_CHUNK_BYTES))
-        self._copy = self._buffer[:0]  # CommitLog bytes from _copied_from on
-        self._copied_from = 0
+        self._reader = CopiedReader(commit_log, COPY_CHUNK_BYTES)
 
     def start(self) -> None:
         if not self.enabled:
@@ -134,21 +132,20 @@ class IndexBuilder:
             if self.position >= end:
                 return False
             self.position = max(self.position, self._commit_log.min_offset)
-            req, size = self._commit_log.decode(self.position, check_crc=False)
+            req, size, body = self._reader.decode(self.position, end)
             if size == 0:
                 log.error("index: no valid CommitLog entry at %d below the dispatched end %d; "
                           "skipping to it", self.position, end)
                 self.position = end
                 return False
             if req is not None:
-                self._index_entry(req.topic, req.partition, req.store_timestamp, size, end)
+                self._index_entry(req.topic, req.partition, req.store_timestamp, body)
             self.position += size
         return True
 
-    def _index_entry(self, topic: str, partition: int, store_timestamp: int, size: int,
-                     end: int) -> None:
+    def _index_entry(self, topic: str, partition: int, store_timestamp: int, body: memoryview
+                     ) -> None:
         try:
-            body = self._body(size, end)
             prefix = topic.encode() + b"#"
             keys = [prefix + key for key in self._body_format.keys(body)]
         except Exception as exc:  # noqa: BLE001 - a batch we cannot read must not stop the index
@@ -157,20 +154,6 @@ class IndexBuilder:
             return
         if keys:  # an OSError here stalls the index (see _index_some_or_stall)
             self.service.put_keys(keys, self.position, store_timestamp)
-
-    def _body(self, size: int, end: int) -> memoryview:
-        """The body of the entry at ``position`` (below ``end``, the dispatched end: bytes
-        past it may still be written). Scanning a body in the mapping, long after it was
-        written, waits on a cache miss per record header with the GIL held (~9 us for a
-        64 KiB batch of 1 KiB records); so a chunk of entries is copied at once by a preadv
-        that releases the GIL, and their scans read cached memory (~1 us)."""
-        at = self.position - self._copied_from
-        if not 0 <= at <= at + size <= len(self._copy):
-            self._copy = self._commit_log.copy(self.position, end, self._buffer)
-            self._copied_from, at = self.position, 0
-            if size > len(self._copy):  # larger than the buffer: scan it in place
-                return self._commit_log.body(self.position, size)
-        return body_of(self._copy[at : at + size])
 
     def _flush(self) -> None:
         position = self.position
