@@ -121,7 +121,6 @@ class ConsumeQueue:
         mapped = self._file(index, create=True)
         mapped.write_at(at, (chunk,), len(chunk))
         mapped.wrote_position = max(mapped.wrote_position, at + len(chunk))
-        self._handles.mark_dirty(mapped)
 
     def get(self, offset: int) -> tuple[int, int, int]:
         """(phyOffset, size, tagsCode) of ``offset``; size 0 marks a hole."""

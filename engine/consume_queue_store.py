@@ -14,21 +14,33 @@ class ConsumeQueueStore:
         self.paths = paths
         self.entries_per_file = entries_per_file
         self.handles = handles
-        self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        # Per topic, indexed by partition: with 10,000 partitions a (topic, partition)-keyed dict
+        # cost every append a tuple, its hash and cache misses on the entry and its key.
+        self._queues: dict[str, list[ConsumeQueue | None]] = {}
 
     def get(self, topic: str, partition: int) -> ConsumeQueue:
         """The partition's queue, loaded from disk on first use."""
-        key = (topic, partition)
-        queue = self._queues.get(key)
-        if queue is None:
-            queue = ConsumeQueue(topic, partition, self.paths.consumequeue_dir(topic, partition),
-                                 self.entries_per_file, self.handles)
-            queue.load()
-            self._queues[key] = queue
+        slots = self._queues.get(topic)
+        if slots is not None and 0 <= partition < len(slots):
+            queue = slots[partition]
+            if queue is not None:
+                return queue
+        return self._load(topic, partition)
+
+    def _load(self, topic: str, partition: int) -> ConsumeQueue:
+        if partition < 0:
+            raise ValueError(f"{topic}: no partition {partition}")
+        queue = ConsumeQueue(topic, partition, self.paths.consumequeue_dir(topic, partition),
+                             self.entries_per_file, self.handles)
+        queue.load()
+        slots = self._queues.setdefault(topic, [])
+        slots.extend([None] * (partition + 1 - len(slots)))
+        slots[partition] = queue
         return queue
 
     def loaded(self) -> Iterator[ConsumeQueue]:
-        return iter(list(self._queues.values()))
+        return iter([queue for slots in self._queues.values() for queue in slots
+                     if queue is not None])
 
     def exists_on_disk(self, topic: str, partition: int) -> bool:
         return self.paths.consumequeue_dir(topic, partition).is_dir()
@@ -40,14 +52,17 @@ class ConsumeQueueStore:
 
     def drop(self, topic: str, partition: int) -> None:
         """Forget one partition's queue and delete its files (a rebuild starts from nothing)."""
-        queue = self._queues.pop((topic, partition), None)
+        slots = self._queues.get(topic, [])
+        queue = slots[partition] if partition < len(slots) else None
         if queue is not None:
+            slots[partition] = None
             queue.destroy()
         shutil.rmtree(self.paths.consumequeue_dir(topic, partition), ignore_errors=True)
 
     def delete_topic(self, topic: str) -> None:
-        for key in [k for k in self._queues if k[0] == topic]:
-            self._queues.pop(key).destroy()
+        for queue in self._queues.pop(topic, []):
+            if queue is not None:
+                queue.destroy()
         shutil.rmtree(self.paths.consumequeue_topic_dir(topic), ignore_errors=True)
 
     def close(self) -> None:

@@ -3,6 +3,9 @@
 Each open file costs a descriptor (appends use pwrite) and, once read, a mapping. The cap keeps
 both under RLIMIT_NOFILE and vm.max_map_count. A file evicted with unflushed bytes is handed to
 the ConsumeQueue flush service (``retired``), which syncs and closes it off the event loop.
+Which files are dirty is read from their own written and flushed positions when the flush
+service asks, once a round, not recorded by every append: with 10,000 partitions, adding the
+file to a set on every append cost a cache miss each time.
 """
 from __future__ import annotations
 
@@ -30,7 +33,6 @@ class FileHandleCache:
         self.capacity = capacity
         # Keyed by (queue directory, file index): cheaper to hash on every append than a Path.
         self._open: OrderedDict[Hashable, MappedFile] = OrderedDict()
-        self.dirty: set[MappedFile] = set()
         self.flushing: set[MappedFile] = set()  # being synced on a worker thread: do not close
         self.retired: list[MappedFile] = []
 
@@ -45,15 +47,14 @@ class FileHandleCache:
             self._evict(self._open.popitem(last=False)[1])
         return mapped
 
-    def mark_dirty(self, mapped: MappedFile) -> None:
-        self.dirty.add(mapped)
+    @property
+    def dirty(self) -> list[MappedFile]:
+        """Open files with bytes written since their last sync."""
+        return [mapped for mapped in self._open.values() if _unflushed(mapped)]
 
     def forget(self, key: Hashable) -> MappedFile | None:
         """Drop a file that is being deleted; the caller destroys it."""
-        mapped = self._open.pop(key, None)
-        if mapped is not None:
-            self.dirty.discard(mapped)
-        return mapped
+        return self._open.pop(key, None)
 
     def take_flush_work(self, least_bytes: int = 0) -> tuple[list[MappedFile], list[MappedFile]]:
         """(files to sync, the retired ones among them to close after), pinned until finished.
@@ -64,7 +65,6 @@ class FileHandleCache:
                if mapped.wrote_position - mapped.flushed_position >= least_bytes
                or mapped.wrote_position == mapped.size}
         self.flushing = due | set(retired)
-        self.dirty -= due
         return list(self.flushing), retired
 
     def finish_flush(self, retired: list[MappedFile]) -> None:
@@ -77,12 +77,14 @@ class FileHandleCache:
             mapped.flush()
             mapped.close()
         self._open.clear()
-        self.dirty.clear()
         self.retired = []
 
     def _evict(self, mapped: MappedFile) -> None:
-        if mapped in self.dirty or mapped in self.flushing:
-            self.dirty.discard(mapped)
+        if _unflushed(mapped) or mapped in self.flushing:
             self.retired.append(mapped)
         else:
             mapped.close()
+
+
+def _unflushed(mapped: MappedFile) -> bool:
+    return mapped.wrote_position > mapped.flushed_position

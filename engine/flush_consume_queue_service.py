@@ -73,11 +73,8 @@ class FlushConsumeQueueService:
         loop = asyncio.get_running_loop()
         try:
             await loop.run_in_executor(self._executor, self._sync, files)
-        except OSError as exc:
+        except OSError as exc:  # the files' flushed positions did not move: next round again
             log.error("ConsumeQueue flush failed: %s", exc)
-            for mapped in files:  # try again next round
-                if mapped not in retired:
-                    self._handles.mark_dirty(mapped)
             return
         finally:
             self._handles.finish_flush(retired)

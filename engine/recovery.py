@@ -98,7 +98,8 @@ def _acceptor(table: TopicTable, rebuild: set[tuple[str, int]], normal_from: int
               ) -> Callable[[DispatchRequest], bool]:
     def accept(req: DispatchRequest) -> bool:
         topic = table.get(req.topic)
-        if topic is None or req.partition >= topic.partitions or req.phy_offset < topic.created_phy:
+        if topic is None or not 0 <= req.partition < topic.partitions \
+                or req.phy_offset < topic.created_phy:
             return False
         return req.phy_offset >= normal_from or (req.topic, req.partition) in rebuild
     return accept

@@ -1,4 +1,5 @@
-"""ConsumeQueue: units per offset, file boundaries, load, time search, truncation, deletion."""
+"""ConsumeQueue: units per offset, file boundaries, load, time search, truncation, deletion;
+the store of all queues."""
 from __future__ import annotations
 
 import pytest
@@ -6,9 +7,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine.consume_queue import CQ_UNIT, UNIT_SIZE, ConsumeQueue
+from engine.consume_queue_store import ConsumeQueueStore
 from engine.file_handle_cache import FileHandleCache
 from engine.mapped_file_queue import StoreDamaged
-from engine.paths import offset_file_name
+from engine.paths import StorePaths, offset_file_name
 
 
 def _queue(tmp_path, per_file=10, capacity=16) -> ConsumeQueue:
@@ -111,3 +113,18 @@ def test_evicted_dirty_file_is_retired_for_the_flusher(tmp_path):
 def test_unit_encoding_round_trips(phy, size, tags):
     assert CQ_UNIT.unpack(CQ_UNIT.pack(phy, size, tags)) == (phy, size, tags)
     assert CQ_UNIT.size == 20
+
+
+def test_store_keeps_queues_per_topic_and_partition_and_refuses_negative_partitions(tmp_path):
+    store = ConsumeQueueStore(StorePaths(tmp_path), 10, FileHandleCache(16))
+    far, near = store.get("t", 7), store.get("t", 2)
+    assert (far.partition, near.partition) == (7, 2) and store.get("t", 7) is far
+    assert store.get("u", 7) is not far
+    assert sorted((q.topic, q.partition) for q in store.loaded()) == [("t", 2), ("t", 7), ("u", 7)]
+    with pytest.raises(ValueError):
+        store.get("t", -1)
+    store.drop("t", 7)
+    assert store.get("t", 7) is not far
+    store.delete_topic("t")
+    assert [(q.topic, q.partition) for q in store.loaded()] == [("u", 7)]
+    store.close()
