@@ -2,8 +2,10 @@
 
 The schemas are Apache Kafka's own (``clients/src/main/resources/common/message``); kafka-python
 ships them as package data, so they are read from there at run time rather than copied into
-this repository. Comments (``//``) are stripped, common structs resolved, names turned into
-snake_case attribute names.
+this repository. Messages kafka-python lacks (KIP-848's ConsumerGroupHeartbeat and
+ConsumerGroupDescribe) have schema files of our own in ``protocol/schemas/``, written in the
+same format from Kafka's documented field layout. Comments (``//``) are stripped, common
+structs resolved, names turned into snake_case attribute names.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 SCHEMA_PACKAGE = "kafka.protocol.schemas.resources"
+OWN_SCHEMAS = "protocol.schemas"  # what kafka-python does not ship
 NO_VERSION = 1 << 15
 _COMMENT = re.compile(r"(?m)^\s*//.*$")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -130,15 +133,20 @@ def parse(text: str) -> MessageSpec:
 @functools.cache
 def load(name: str) -> MessageSpec:
     """The spec of one message by its schema name, e.g. ``ProduceRequest``."""
-    text = importlib.resources.files(SCHEMA_PACKAGE).joinpath(name + ".json").read_text()
-    return parse(text)
+    for package in (SCHEMA_PACKAGE, OWN_SCHEMAS):
+        path = importlib.resources.files(package).joinpath(name + ".json")
+        if path.is_file():
+            return parse(path.read_text())
+    raise FileNotFoundError(f"no schema named {name}")
 
 
 @functools.cache
 def api_names() -> dict[int, str]:
     """API key -> API name (``ProduceRequest`` -> ``Produce``) for every request schema shipped."""
     names = {}
-    for entry in importlib.resources.files(SCHEMA_PACKAGE).iterdir():
+    entries = [e for package in (SCHEMA_PACKAGE, OWN_SCHEMAS)
+               for e in importlib.resources.files(package).iterdir()]
+    for entry in entries:
         if entry.name.endswith("Request.json"):
             spec = load(entry.name[:-5])
             if spec.api_key is not None:

@@ -1,0 +1,1 @@
+"""Kafka message schemas (JSON, Kafka's format) for messages kafka-python does not ship."""
