@@ -414,7 +414,7 @@ class _Generator:
         if spec.is_struct:
             if nullable:
                 return [f"if {value} is None: {buf} += b'\\xff'",
-                        f"else:",
+                        "else:",
                         f"    {buf} += b'\\x01'",
                         f"    {buf} = e_{kind}({value}, w, {buf})"]
             return [f"{buf} = e_{kind}({value} if {value} is not None else C_{kind}(), w, {buf})"]

@@ -86,8 +86,7 @@ class OffsetsTopic:
         now = int(time.time() * 1000)
         body = bytearray(build_batch([(key, value, (), now) for key, value in records]))
         return self.store.append(OFFSETS_TOPIC, self.partition_for(group_id), memoryview(body),
-                                   offset_count=len(records), max_timestamp=now)
-        return result
+                                 offset_count=len(records), max_timestamp=now)
 
     def replay(self) -> Iterator[tuple[bytes, bytes | None]]:
         """Every (key, value) stored, partition by partition, in log order."""
