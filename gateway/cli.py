@@ -55,6 +55,24 @@ def selfcheck(log_level: str = "warning") -> None:
     _run(run_selfcheck())
 
 
+@app.command(help="The compatibility matrix: every scenario with every client (kafka-python, "
+                  "aiokafka, confluent-kafka, the Java client 3.9 and 4.3, kafkajs, "
+                  "@platformatic/kafka, kcat), against a fresh CommitGate on a free port or the "
+                  "broker at --bootstrap. Writes compat.json, compat.md and compat.html.")
+def compat(
+    bootstrap: Annotated[str | None, typer.Option(help="HOST:PORT of a running broker")] = None,
+    out: Annotated[Path, typer.Option(help="where the reports go")] = Path("compat-results"),
+    clients: Annotated[list[str] | None, typer.Option(help="client names, may repeat")] = None,
+    scenarios: Annotated[list[str] | None, typer.Option(help="scenario names, may repeat")] = None,
+) -> None:
+    from compat_tests.cli import run as run_compat
+
+    try:
+        run_compat(bootstrap, out, clients or None, scenarios or None)
+    except ValueError as exc:  # an unknown client or scenario name
+        raise typer.BadParameter(str(exc)) from None
+
+
 @bench_app.command("store", help="Measure the store alone: raw disk, appends, reads, partitions.")
 def bench_store(
     data_dir: Annotated[Path | None, typer.Option(help="where to write (default: a temp dir)")] = None,
