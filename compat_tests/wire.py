@@ -1,10 +1,12 @@
-"""A minimal Kafka wire client for tests that need exact control of the bytes sent
-(bad frames, corrupt batches, explicit versions). Built on protocol's own codecs; the
-requests it builds are cross-checked against kafka-python's encoder in tests/protocol."""
+"""A minimal Kafka wire client for exact control of the bytes sent (bad frames, corrupt batches,
+explicit versions in the gateway tests) and for reading stored batches as they are (the
+compatibility matrix). Built on protocol's own codecs; the requests it builds are cross-checked
+against kafka-python's encoder in tests/protocol."""
 from __future__ import annotations
 
 import socket
 import struct
+from typing import Self
 
 from protocol import messages
 
@@ -20,7 +22,7 @@ class WireClient:
     def close(self) -> None:
         self.sock.close()
 
-    def __enter__(self) -> WireClient:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -75,5 +77,5 @@ class WireClient:
             return self.sock.recv(1) == b""
         except ConnectionResetError:
             return True
-        except socket.timeout:
+        except TimeoutError:
             return False

@@ -43,7 +43,7 @@ from kafka.partitioner.default import murmur2
 
 from protocol import messages
 from protocol.record_batch import CODECS, BatchHeader, iter_batch_headers
-from tests.gateway.wire import WireClient
+from compat_tests.wire import WireClient
 
 __all__ = [  # what ``import *`` gives the client modules: the tests
     "test_acks_zero_one_and_all",

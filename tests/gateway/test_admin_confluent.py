@@ -10,7 +10,7 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
                                    ConfigSource, NewPartitions, NewTopic, OffsetSpec)
 
 from protocol import messages
-from tests.gateway.wire import WireClient
+from compat_tests.wire import WireClient
 
 TIMEOUT_S = 10
 Incremental = messages.get("IncrementalAlterConfigsRequest").cls

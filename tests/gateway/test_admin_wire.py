@@ -11,7 +11,7 @@ from gateway.topic_configs import TOPIC_CONFIGS
 from protocol import messages
 from protocol.errors import ErrorCode
 from protocol.record_batch import build_batch
-from tests.gateway.wire import WireClient
+from compat_tests.wire import WireClient
 
 PRODUCE, FETCH, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 0, 1, 19, 20, 21
 DESCRIBE_CONFIGS, ALTER_CONFIGS, DESCRIBE_LOG_DIRS, CREATE_PARTITIONS = 32, 33, 35, 37

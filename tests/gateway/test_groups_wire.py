@@ -12,7 +12,7 @@ import pytest
 from gateway.launcher import BrokerProcess
 from protocol import messages
 from protocol.errors import ErrorCode
-from tests.gateway.wire import WireClient
+from compat_tests.wire import WireClient
 
 (OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN, HEARTBEAT, LEAVE, SYNC, DESCRIBE, LIST,
  DELETE_GROUPS, OFFSET_DELETE, PRODUCE, METADATA, CREATE_TOPICS) = (

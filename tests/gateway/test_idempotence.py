@@ -9,7 +9,7 @@ import pytest
 from protocol.errors import ErrorCode
 from tests.gateway.idempotent_wire import (create, idempotent_batch, init_producer_id, produce,
                                            stored)
-from tests.gateway.wire import WireClient
+from compat_tests.wire import WireClient
 
 TOPIC_NUMBERS = itertools.count()
 

@@ -11,7 +11,7 @@ from kafka import KafkaProducer
 
 from protocol.record_batch import iter_batch_headers
 from tests.gateway.idempotent_wire import create, fetch_partition, stored
-from tests.gateway.wire import WireClient
+from compat_tests.wire import WireClient
 
 RECORDS = 300
 PARTITIONS = 3

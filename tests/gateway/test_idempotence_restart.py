@@ -7,7 +7,7 @@ import time
 from gateway import producer_snapshot
 from protocol.errors import ErrorCode
 from tests.gateway.idempotent_wire import create, idempotent_batch, init_producer_id, produce, stored
-from tests.gateway.wire import WireClient
+from compat_tests.wire import WireClient
 
 TOPIC = "idempotent-restart"
 SNAPSHOT_WAIT_S = 20.0

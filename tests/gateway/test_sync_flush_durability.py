@@ -8,7 +8,7 @@ import time
 from protocol import messages
 from protocol.errors import ErrorCode
 from protocol.record_batch import build_batch, decode_records
-from tests.gateway.wire import WireClient
+from compat_tests.wire import WireClient
 
 PRODUCE, FETCH, CREATE_TOPICS = 0, 1, 19
 KILLS = 5

@@ -11,7 +11,7 @@ import pytest
 from protocol import messages
 from protocol.errors import ErrorCode
 from protocol.record_batch import TIMESTAMP_TYPE_MASK, build_batch, decode_records, read_header
-from tests.gateway.wire import WireClient
+from compat_tests.wire import WireClient
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, CREATE_TOPICS = 0, 1, 2, 3, 19
 Produce = messages.get("ProduceRequest").cls

@@ -1,0 +1,110 @@
+"""One client's side of a scenario: the driver's operations with bounded waits, topic names of
+the run, and the harness's own kafka-python (topic set-up, records a client cannot make)."""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka.admin import NewTopic
+
+from compat_tests.clients import ClientSpec
+from compat_tests.contract import DriverError, DriverProcess, Record, records_json
+
+CALL_MARGIN_S = 60.0  # beyond a poll's own wait: how long an answer may take
+POLL_MS = 30_000
+
+
+@dataclass
+class Harness:
+    """The matrix's own admin and producer, independent of the client under test."""
+    bootstrap: str
+    admin: KafkaAdminClient | None = None
+
+    def create_topic(self, topic: str, partitions: int, configs: dict[str, str]) -> None:
+        if self.admin is None:
+            self.admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
+        self.admin.create_topics([NewTopic(topic, partitions, 1, topic_configs=configs)])
+
+    def produce(self, topic: str, records: Sequence[Record]) -> None:
+        producer = KafkaProducer(bootstrap_servers=self.bootstrap)
+        try:
+            for r in records:
+                producer.send(topic, key=r.key, value=r.value, headers=list(r.headers),
+                              partition=r.partition, timestamp_ms=r.timestamp).get(30)
+        finally:
+            producer.close()
+
+    def close(self) -> None:
+        if self.admin is not None:
+            self.admin.close()
+
+
+@dataclass
+class Session:
+    client: ClientSpec
+    driver: DriverProcess
+    harness: Harness
+    prefix: str  # unique per run, so a broker can be reused
+    open_consumers: set[str] = field(default_factory=set)
+
+    @property
+    def bootstrap(self) -> str:
+        return self.harness.bootstrap
+
+    def name(self, suffix: str) -> str:
+        return f"{self.prefix}-{self.client.name}-{suffix}"
+
+    def topic(self, suffix: str, partitions: int, configs: dict[str, str] | None = None) -> str:
+        topic = self.name(suffix)
+        self.harness.create_topic(topic, partitions, configs or {})
+        return topic
+
+    def call(self, op: str, wait_ms: int = 0, **arguments) -> dict:
+        return self.driver.call(op, CALL_MARGIN_S + wait_ms / 1000, **arguments)
+
+    def produce(self, topic: str, records: Sequence[Record], **config) -> list[dict]:
+        return self.call("produce", topic=topic, records=records_json(records),
+                         config=config)["sent"]
+
+    def harness_produce(self, topic: str, records: Sequence[Record]) -> None:
+        self.harness.produce(topic, records)
+
+    def open(self, name: str, topic: str, partitions: list[int] | None, group: str | None = None,
+             start: object = "earliest", read_committed: bool = False) -> dict:
+        positions = self.call("consumer_open", name=name, topic=topic, partitions=partitions,
+                              group=group, start=start, read_committed=read_committed)
+        self.open_consumers.add(name)
+        return positions["positions"]
+
+    def poll_raw(self, name: str, count: int, max_ms: int) -> dict:
+        return self.call("poll", max_ms, name=name, count=count, max_ms=max_ms)
+
+    def poll(self, name: str, count: int, max_ms: int = POLL_MS) -> list[Record]:
+        return [Record.from_json(r) for r in self.poll_raw(name, count, max_ms)["records"]]
+
+    def read(self, topic: str, partition: int, start: object, count: int) -> list[Record]:
+        """Open a consumer on one partition, read ``count`` records, close it."""
+        self.open("reader", topic, [partition], start=start)
+        try:
+            return self.poll("reader", count)
+        finally:
+            self.close("reader")
+
+    def close(self, name: str) -> None:
+        self.open_consumers.discard(name)
+        self.call("consumer_close", name=name)
+
+    def close_all(self) -> None:
+        """Close what a scenario left open (it failed half-way)."""
+        for name in sorted(self.open_consumers):
+            self.close(name)
+
+    @staticmethod
+    def fails(action: Callable[[], object]) -> str | None:
+        """The client's error if ``action`` failed, else None."""
+        try:
+            action()
+        except DriverError as exc:
+            return str(exc).splitlines()[0]
+        return None
