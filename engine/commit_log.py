@@ -260,4 +260,8 @@ class CopiedReader:
             pos = phy - mapped.start_offset
             self._room = mapped.size - pos
             limit = min(len(self._buffer), end - phy, self._room)
+            # While a view of the mapping exists, retention cannot close the segment, so its
+            # descriptor cannot be closed (or reused by another file) under the copy.
+            pinned = mapped.read(pos, limit)
             self._copy = mapped.read_into(pos, self._buffer[:limit])
+            pinned.release()
