@@ -44,6 +44,9 @@ class BrokerConfig:
     group_min_session_timeout_ms: int = 6_000
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 3_000
+    consumer_group_heartbeat_interval_ms: int = 5_000  # KIP-848 groups (group.consumer.*)
+    consumer_group_session_timeout_ms: int = 45_000
+    consumer_group_assignors: tuple[str, ...] = ("uniform", "range")  # the first is the default
     offsets_topic_num_partitions: int = 50
     offsets_retention_minutes: int = 10_080
     offsets_retention_check_interval_ms: int = 600_000

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from engine.config import FlushDiskType
 from gateway.config import BrokerConfig, Endpoint
+from gateway.groups.assignors import ASSIGNORS
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,20 @@ def _replication_factor(text: str) -> int:
     if int(text) != 1:
         raise ValueError("CommitGate is a single broker: the replication factor is 1")
     return 1
+
+
+def _assignors(text: str) -> tuple[str, ...]:
+    """Assignor names (Kafka also takes class names: their simple name, lower case, minus a
+    trailing "Assignor", picks ours)."""
+    names = tuple(_assignor_name(item) for item in text.split(",") if item.strip())
+    unknown = [n for n in names if n not in ASSIGNORS]
+    if not names or unknown:
+        raise ValueError(f"assignors must be among {sorted(ASSIGNORS)}, got {text!r}")
+    return names
+
+
+def _assignor_name(item: str) -> str:
+    return item.strip().rsplit(".", 1)[-1].lower().removesuffix("assignor")
 
 
 def _log_dirs(text: str) -> Path:
@@ -77,6 +92,15 @@ SETTINGS: dict[str, Setting] = {
     "group.initial.rebalance.delay.ms": Setting(
         "group_initial_rebalance_delay_ms", int,
         "how long an empty group waits for more members before its first rebalance (3000)"),
+    "group.consumer.heartbeat.interval.ms": Setting(
+        "consumer_group_heartbeat_interval_ms", int,
+        "KIP-848 groups: how often members heartbeat (5000)"),
+    "group.consumer.session.timeout.ms": Setting(
+        "consumer_group_session_timeout_ms", int,
+        "KIP-848 groups: a member is removed after this long without a heartbeat (45000)"),
+    "group.consumer.assignors": Setting(
+        "consumer_group_assignors", _assignors,
+        "KIP-848 groups: server-side assignors, the first is the default (uniform,range)"),
     "offsets.topic.num.partitions": Setting("offsets_topic_num_partitions", int,
                                             "partitions of __consumer_offsets (50)"),
     "offsets.retention.minutes": Setting("offsets_retention_minutes", int,

@@ -1,36 +1,65 @@
 """The group coordinator: this broker coordinates every group. It owns the groups, replays
 ``__consumer_offsets`` at start (groups, members and committed offsets survive restarts), runs
 the offset expiry and answers the group admin APIs (DescribeGroups, ListGroups, DeleteGroups).
-The classic protocol lives in ``membership``, committed offsets in ``offsets``.
+The classic protocol lives in ``membership``, KIP-848's consumer protocol in
+``consumer_membership``, committed offsets in ``offsets``. Both kinds of group share one
+namespace of group ids: a group id is either a classic group or a consumer group.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
+from typing import NamedTuple
 
 from engine import MessageStore
 from gateway.config import BrokerConfig
-from gateway.groups.group import ClassicGroup, GroupState
+from gateway.groups.consumer_group import ConsumerGroup
+from gateway.groups.consumer_membership import ConsumerMembership
+from gateway.groups.group import CONSUMER_PROTOCOL, ClassicGroup, GroupState
 from gateway.groups.membership import Membership
 from gateway.groups.offsets import OffsetManager
 from gateway.groups.offsets_topic import OffsetsTopic
-from gateway.groups.records import (GroupValue, RecordFormatError,
-                                    group_key, group_value, read_group_value, read_key,
-                                    read_offset_value)
+from gateway.groups.records import (
+    GroupValue,
+    RecordFormatError,
+    consumer_group_key,
+    consumer_group_value,
+    group_key,
+    group_value,
+    read_consumer_group_value,
+    read_group_value,
+    read_key,
+    read_offset_value,
+)
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
-GROUP_TYPE = "classic"
+CLASSIC_TYPE = "classic"
+CONSUMER_TYPE = "consumer"
+
+
+class ListedGroup(NamedTuple):
+    group_id: str
+    protocol_type: str
+    state: str
+    type: str  # "classic" or "consumer" (KIP-848)
 
 
 class GroupCoordinator:
     def __init__(self, config: BrokerConfig, store: MessageStore) -> None:
         self.config = config
+        self.store = store
         self.groups: dict[str, ClassicGroup] = {}
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.topic = OffsetsTopic(store, config.offsets_topic_num_partitions)
-        self.membership = Membership(config, self.groups, self.store_group)
-        self.offsets = OffsetManager(config, self.groups, self.membership, self.topic)
+        self.membership = Membership(config, self.groups, self.store_group, self._claim_classic)
+        self.consumer = ConsumerMembership(config, self.consumer_groups, self.groups,
+                                           self._topic_info, self.store_consumer_group,
+                                           self._drop_classic, self.membership.spawn)
+        self.offsets = OffsetManager(config, self.groups, self.consumer_groups, self.membership,
+                                     self.topic)
         self._expiry_task: asyncio.Task | None = None
 
     # ---- life cycle --------------------------------------------------------------------------
@@ -51,15 +80,19 @@ class GroupCoordinator:
             await asyncio.gather(self._expiry_task, return_exceptions=True)
         for group in self.groups.values():
             self.membership.unload(group)
+        for consumer_group in self.consumer_groups.values():
+            self.consumer.unload(consumer_group)
         await self.membership.drain()
 
     def _load(self) -> None:
         table = self.offsets.table
         for key, value in self.topic.replay():
             try:
-                group_id, topic, partition = read_key(key)
-                if topic is None:
+                kind, group_id, topic, partition = read_key(key)
+                if kind == "group":
                     self._load_group(group_id, value)
+                elif kind == "consumer_group":
+                    self._load_consumer_group(group_id, value)
                 elif value is None:
                     table.get(group_id, {}).pop((topic, partition), None)
                 else:
@@ -69,7 +102,7 @@ class GroupCoordinator:
         for group_id, committed in list(table.items()):
             if not committed:
                 del table[group_id]
-            elif group_id not in self.groups:
+            elif group_id not in self.groups and group_id not in self.consumer_groups:
                 self.groups[group_id] = ClassicGroup(group_id)
 
     def _load_group(self, group_id: str, value: bytes | None) -> None:
@@ -87,6 +120,14 @@ class GroupCoordinator:
         group.leader = stored.leader if stored.leader in group.members else group.leader
         self.groups[group_id] = group
 
+    def _load_consumer_group(self, group_id: str, value: bytes | None) -> None:
+        """A KIP-848 group comes back Empty at its epoch: members rejoin (they are not stored)."""
+        if value is None:
+            self.consumer_groups.pop(group_id, None)
+        else:
+            self.consumer_groups[group_id] = ConsumerGroup(group_id,
+                                                           read_consumer_group_value(value))
+
     async def store_group(self, group: ClassicGroup) -> ErrorCode:
         """Write the group's metadata (members and assignment) as it is now."""
         value = GroupValue(group.protocol_type or "", group.generation, group.protocol_name,
@@ -94,6 +135,46 @@ class GroupCoordinator:
         return await self.topic.write(group.group_id,
                                       [(group_key(group.group_id), group_value(value))],
                                       lambda: None)
+
+    async def store_consumer_group(self, group: ConsumerGroup) -> ErrorCode:
+        """Write a KIP-848 group's epoch as it is now."""
+        return await self.topic.write(group.group_id, [(consumer_group_key(group.group_id),
+                                                        consumer_group_value(group.epoch))],
+                                      lambda: None)
+
+    # ---- one namespace for both kinds of group ----------------------------------------------
+
+    def _topic_info(self, name: str) -> tuple[uuid.UUID, int] | None:
+        record = self.store.topic(name)
+        return None if record is None else (uuid.UUID(record.topic_id), record.partitions)
+
+    def _claim_classic(self, group_id: str) -> ErrorCode:
+        """A JoinGroup for an id a consumer group holds: an empty one gives way (Kafka deletes
+        it); a non-empty one is refused (mixed groups are not supported)."""
+        group = self.consumer_groups.get(group_id)
+        if group is None:
+            return ErrorCode.NONE
+        if group.members:
+            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        self._forget_consumer_group(group)
+        self.membership.spawn(self.topic.write(group_id, [(consumer_group_key(group_id), None)],
+                                               lambda: None))
+        return ErrorCode.NONE
+
+    def _drop_classic(self, group: ClassicGroup) -> None:
+        """An empty classic group gives way to a consumer group; its offsets stay."""
+        self.membership.unload(group)
+        del self.groups[group.group_id]
+        self.membership.spawn(self.topic.write(group.group_id,
+                                               [(group_key(group.group_id), None)], lambda: None))
+
+    def _forget_consumer_group(self, group: ConsumerGroup) -> None:
+        if group.members:  # a member joined while the tombstone was written
+            return
+        group.dead = True
+        self.consumer.unload(group)
+        if self.consumer_groups.get(group.group_id) is group:
+            del self.consumer_groups[group.group_id]
 
     async def _expire_loop(self) -> None:
         interval = self.config.offsets_retention_check_interval_ms / 1000
@@ -112,15 +193,20 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         return None if group is None or group.is_(GroupState.DEAD) else group
 
-    def list(self, states: list[str], types: list[str]) -> list[ClassicGroup]:
-        """Groups whose state and type (only "classic" here) pass the filters (any case)."""
+    def list(self, states: list[str], types: list[str]) -> list[ListedGroup]:
+        """Groups whose state and type pass the filters (any case)."""
         states_ = {s.strip().lower() for s in states}
         types_ = {t.strip().lower() for t in types}
-        return [g for g in self.groups.values()
-                if (not states_ or g.state.value.lower() in states_) and
-                (not types_ or GROUP_TYPE in types_) and not g.is_(GroupState.DEAD)]
+        listed = [ListedGroup(g.group_id, g.protocol_type or "", g.state.value, CLASSIC_TYPE)
+                  for g in self.groups.values() if not g.is_(GroupState.DEAD)]
+        listed += [ListedGroup(g.group_id, CONSUMER_PROTOCOL, g.state.value, CONSUMER_TYPE)
+                   for g in self.consumer_groups.values()]
+        return [g for g in listed if (not states_ or g.state.lower() in states_) and
+                (not types_ or g.type in types_)]
 
     async def delete_group(self, group_id: str) -> ErrorCode:
+        if group_id in self.consumer_groups:
+            return await self._delete_consumer_group(self.consumer_groups[group_id])
         group = self.groups.get(group_id)
         if group is None or group.is_(GroupState.DEAD):
             return ErrorCode.GROUP_ID_NOT_FOUND
@@ -136,6 +222,16 @@ class GroupCoordinator:
         if error is ErrorCode.NONE:
             error = await self.topic.write(group_id, [(group_key(group_id), None)],
                                            lambda: self._forget(group))
+        return error
+
+    async def _delete_consumer_group(self, group: ConsumerGroup) -> ErrorCode:
+        if group.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        group_id = group.group_id
+        error = await self.offsets.remove(group_id, list(self.offsets.table.get(group_id, {})))
+        if error is ErrorCode.NONE:
+            error = await self.topic.write(group_id, [(consumer_group_key(group_id), None)],
+                                           lambda: self._forget_consumer_group(group))
         return error
 
     def _forget(self, group: ClassicGroup) -> None:

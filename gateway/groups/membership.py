@@ -44,10 +44,12 @@ class JoinRequest:
 
 class Membership:
     def __init__(self, config: BrokerConfig, groups: dict[str, ClassicGroup],
-                 store_group: Callable[[ClassicGroup], Awaitable[ErrorCode]]) -> None:
+                 store_group: Callable[[ClassicGroup], Awaitable[ErrorCode]],
+                 claim: Callable[[str], ErrorCode]) -> None:
         self.config = config
         self.groups = groups
         self.store_group = store_group
+        self.claim = claim  # may a classic group use this id (a consumer group may hold it)
         self.tasks: set[asyncio.Task] = set()
 
     # ---- JoinGroup -------------------------------------------------------------------------
@@ -59,6 +61,8 @@ class Membership:
         if not cfg.group_min_session_timeout_ms <= req.session_timeout_ms <= \
                 cfg.group_max_session_timeout_ms:
             return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, req.member_id)
+        if (error := self.claim(req.group_id)) is not ErrorCode.NONE:
+            return JoinResult(error, req.member_id)
         group = self.groups.get(req.group_id)
         if group is None and req.member_id:
             return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, req.member_id)
@@ -137,7 +141,7 @@ class Membership:
         log.info("group %s: static member %s rejoined as %s", group.group_id, req.instance_id,
                  new_id)
         if group.is_(GroupState.STABLE) and group.protocol_name == group.select_protocol():
-            self._spawn(self._confirm_static(group, member, old_leader, req))
+            self.spawn(self._confirm_static(group, member, old_leader, req))
         elif not group.is_(GroupState.PREPARING_REBALANCE):
             self._prepare_rebalance(group, f"static member {req.instance_id} rejoined")
 
@@ -236,7 +240,7 @@ class Membership:
         log.info("group %s: generation %d (%s) with %d members", group.group_id,
                  group.generation, group.protocol_name, len(group.members))
         if group.is_(GroupState.EMPTY):
-            self._spawn(self.store_group(group))
+            self.spawn(self.store_group(group))
             return
         for member in group.members.values():
             _complete(member.join_waiter, self._current_result(
@@ -292,7 +296,7 @@ class Membership:
                               member.assignment)
         waiter = member.sync_waiter = asyncio.get_running_loop().create_future()
         if group.is_leader(member_id):
-            self._spawn(self._apply_assignment(group, assignments))
+            self.spawn(self._apply_assignment(group, assignments))
         return await waiter
 
     async def _apply_assignment(self, group: ClassicGroup, assignments: dict[str, bytes]) -> None:
@@ -429,7 +433,7 @@ class Membership:
         if self.tasks:
             await asyncio.gather(*self.tasks, return_exceptions=True)
 
-    def _spawn(self, coro: Awaitable) -> None:
+    def spawn(self, coro: Awaitable) -> None:
         task = asyncio.ensure_future(coro)
         self.tasks.add(task)
         task.add_done_callback(self._task_done)

@@ -9,6 +9,7 @@ import logging
 from dataclasses import dataclass
 
 from gateway.config import BrokerConfig
+from gateway.groups.consumer_group import ConsumerGroup
 from gateway.groups.group import CONSUMER_PROTOCOL, ClassicGroup, GroupState, now_ms
 from gateway.groups.membership import Membership
 from gateway.groups.offsets_topic import OffsetsTopic
@@ -42,9 +43,11 @@ class CommitRequest:
 
 class OffsetManager:
     def __init__(self, config: BrokerConfig, groups: dict[str, ClassicGroup],
-                 membership: Membership, topic: OffsetsTopic) -> None:
+                 consumer_groups: dict[str, ConsumerGroup], membership: Membership,
+                 topic: OffsetsTopic) -> None:
         self.config = config
         self.groups = groups
+        self.consumer_groups = consumer_groups
         self.membership = membership
         self.topic = topic
         self.table: dict[str, dict[TopicPartition, OffsetValue]] = {}
@@ -53,6 +56,11 @@ class OffsetManager:
 
     async def commit(self, req: CommitRequest) -> list[ErrorCode]:
         """One error per commit, in order."""
+        if req.group_id in self.consumer_groups:
+            error = _validate_consumer_commit(self.consumer_groups[req.group_id], req)
+            if error is not ErrorCode.NONE:
+                return [error] * len(req.commits)
+            return await self._write_commits(req)
         group = self.groups.get(req.group_id)
         if group is None:
             if req.generation >= 0:
@@ -173,6 +181,21 @@ def _expired(group: ClassicGroup, topic: str, value: OffsetValue, now: int,
     else:
         return False
     return now - base >= retention_ms
+
+
+def _validate_consumer_commit(group: ConsumerGroup, req: CommitRequest) -> ErrorCode:
+    """Kafka's ConsumerGroup.validateOffsetCommit: a member commits at its current epoch,
+    over OffsetCommit v9+; anyone may commit with epoch -1 while the group has no member."""
+    if req.generation < 0 and not group.members:
+        return ErrorCode.NONE
+    member = group.members.get(req.member_id)
+    if member is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if req.version < 9:
+        return ErrorCode.UNSUPPORTED_VERSION
+    if req.generation != member.epoch:
+        return ErrorCode.STALE_MEMBER_EPOCH
+    return ErrorCode.NONE
 
 
 def _validate_commit(group: ClassicGroup, req: CommitRequest) -> ErrorCode:

@@ -12,13 +12,17 @@ Kafka's tools could read the topic (strings: int16 length, -1 = null; bytes: int
                           members [member id string | instance id string? | client id string |
                                    client host string | rebalance timeout int32 |
                                    session timeout int32 | subscription bytes | assignment bytes]
+  ConsumerGroupMetadataKey    v3  version int16 | group string
+  ConsumerGroupMetadataValue  v0  version int16 | epoch int32 | no tagged fields (one 0 byte)
 
-A null value is a tombstone: the offset or the group was deleted.
+(A KIP-848 group keeps only its epoch here: its members are not stored and rejoin after a
+restart, see docs/architecture.md.) A null value is a tombstone: the offset or the group was deleted.
 """
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from gateway.groups.group import Member
 
@@ -27,6 +31,9 @@ I32 = struct.Struct(">i")
 I64 = struct.Struct(">q")
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
+CONSUMER_GROUP_KEY_VERSION = 3
+CONSUMER_GROUP_VALUE = 0
+NO_TAGGED_FIELDS = b"\x00"
 OFFSET_VALUE_EXPIRING = 1
 OFFSET_VALUE = 3
 GROUP_VALUE = 3
@@ -34,6 +41,13 @@ GROUP_VALUE = 3
 
 class RecordFormatError(ValueError):
     """A record of the offsets topic this broker cannot read."""
+
+
+class Key(NamedTuple):
+    kind: str  # "offset", "group" (classic) or "consumer_group" (KIP-848)
+    group: str
+    topic: str | None = None
+    partition: int = -1
 
 
 @dataclass(slots=True)
@@ -74,6 +88,14 @@ def offset_key(group: str, topic: str, partition: int) -> bytes:
 
 def group_key(group: str) -> bytes:
     return I16.pack(GROUP_KEY_VERSION) + _string(group)
+
+
+def consumer_group_key(group: str) -> bytes:
+    return I16.pack(CONSUMER_GROUP_KEY_VERSION) + _string(group)
+
+
+def consumer_group_value(epoch: int) -> bytes:
+    return I16.pack(CONSUMER_GROUP_VALUE) + I32.pack(epoch) + NO_TAGGED_FIELDS
 
 
 def offset_value(value: OffsetValue) -> bytes:
@@ -133,16 +155,25 @@ class _Reader:
         return self._take(self.i32())
 
 
-def read_key(data: bytes) -> tuple[str, str | None, int]:
-    """(group, topic, partition) of an offset key, (group, None, -1) of a group key."""
+def read_key(data: bytes) -> Key:
     reader = _Reader(data)
     version = reader.i16()
     group = reader.string() or ""
     if version in (0, OFFSET_KEY_VERSION):
-        return group, reader.string() or "", reader.i32()
+        return Key("offset", group, reader.string() or "", reader.i32())
     if version == GROUP_KEY_VERSION:
-        return group, None, -1
+        return Key("group", group)
+    if version == CONSUMER_GROUP_KEY_VERSION:
+        return Key("consumer_group", group)
     raise RecordFormatError(f"unknown key version {version}")
+
+
+def read_consumer_group_value(data: bytes) -> int:
+    """The epoch of a KIP-848 group."""
+    reader = _Reader(data)
+    if (version := reader.i16()) != CONSUMER_GROUP_VALUE:
+        raise RecordFormatError(f"unknown consumer group metadata version {version}")
+    return reader.i32()
 
 
 def read_offset_value(data: bytes) -> OffsetValue:

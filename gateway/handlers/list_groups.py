@@ -1,11 +1,10 @@
 """ListGroups (key 16): every group, with its state (v4+) and type (v5+).
 
-v4+ filter by state, v5+ by type, both matched without regard to case; every group here is a
-"classic" group.
+v4+ filter by state, v5+ by type ("classic" or "consumer" for KIP-848 groups), both matched
+without regard to case.
 """
 from __future__ import annotations
 
-from gateway.groups.coordinator import GROUP_TYPE
 from gateway.request_context import RequestContext
 from protocol import messages
 from protocol.errors import ErrorCode
@@ -20,6 +19,6 @@ async def handle(ctx: RequestContext, request) -> object:
     states = request.states_filter if ctx.api_version >= 4 else []
     types = request.types_filter if ctx.api_version >= 5 else []
     return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, groups=[
-        Response.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "",
-                             group_state=g.state.value, group_type=GROUP_TYPE)
+        Response.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type,
+                             group_state=g.state, group_type=g.type)
         for g in ctx.broker.groups.list(states, types)])

@@ -1,0 +1,348 @@
+"""KIP-848's ConsumerGroupHeartbeat state machine, as Kafka's GroupMetadataManager runs it for
+consumer groups: one request joins (epoch 0), heartbeats, acknowledges revocations and leaves
+(epoch -1; -2 for a static member that will come back).
+
+On each heartbeat: the member is created or updated; a changed subscription (or changed
+partition counts of subscribed topics) bumps the group epoch; a group epoch past the target
+assignment's runs the server-side assignor; then the member is reconciled one step towards its
+target (``consumer_group.reconcile``), which revokes before it assigns. A member that does not
+revoke within its rebalance timeout, or sends no heartbeat within
+``group.consumer.session.timeout.ms``, is fenced: removed, and the group epoch bumped. Epoch
+bumps are written to ``__consumer_offsets`` before the answer.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+
+from gateway.config import BrokerConfig
+from gateway.groups.assignors import ASSIGNORS, Topics
+from gateway.groups.consumer_group import (
+    LEAVE_EPOCH,
+    STATIC_LEAVE_EPOCH,
+    Assignment,
+    ConsumerGroup,
+    ConsumerMember,
+    MemberState,
+    is_subset,
+    reconcile,
+)
+from gateway.groups.group import ClassicGroup, GroupState
+from protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+Owned = list[tuple[uuid.UUID, list[int]]]
+
+
+class HeartbeatError(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(slots=True)
+class HeartbeatRequest:
+    group_id: str
+    member_id: str
+    epoch: int
+    instance_id: str | None
+    rack_id: str | None
+    rebalance_timeout_ms: int  # -1: unchanged
+    subscribed: list[str] | None  # None: unchanged
+    server_assignor: str | None
+    owned: Owned | None  # None: unchanged
+    client_id: str
+    client_host: str
+
+
+@dataclass(slots=True)
+class HeartbeatResult:
+    error: ErrorCode = ErrorCode.NONE
+    message: str | None = None
+    member_id: str | None = None
+    epoch: int = 0
+    assignment: Assignment | None = None  # None: not sent (unchanged)
+
+
+def new_member_id() -> str:
+    """A random id in the form of Kafka's Uuid.toString (URL-safe base64, no padding)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+class ConsumerMembership:
+    def __init__(self, config: BrokerConfig, groups: dict[str, ConsumerGroup],
+                 classic: dict[str, ClassicGroup],
+                 topic_info: Callable[[str], tuple[uuid.UUID, int] | None],
+                 store_epoch: Callable[[ConsumerGroup], Awaitable[ErrorCode]],
+                 drop_classic: Callable[[ClassicGroup], None],
+                 spawn: Callable[[Awaitable], None]) -> None:
+        self.config = config
+        self.groups = groups
+        self.classic = classic
+        self.topic_info = topic_info
+        self.store_epoch = store_epoch
+        self.drop_classic = drop_classic
+        self.spawn = spawn
+
+    async def heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
+        try:
+            self._validate(req)
+            if req.epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+                return await self._leave(req)
+            return await self._heartbeat(req)
+        except HeartbeatError as exc:
+            return HeartbeatResult(exc.code, str(exc))
+
+    # ---- checks ------------------------------------------------------------------------------
+
+    def _validate(self, req: HeartbeatRequest) -> None:
+        """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid, same order and messages."""
+        _require(bool(req.group_id), "GroupId can't be empty.")
+        _require(req.instance_id != "", "InstanceId can't be empty.")
+        _require(req.rack_id != "", "RackId can't be empty.")
+        if req.epoch > 0 or req.epoch == LEAVE_EPOCH:
+            _require(bool(req.member_id), "MemberId can't be empty.")
+        elif req.epoch == 0:
+            _require(req.rebalance_timeout_ms != -1,
+                     "RebalanceTimeoutMs must be provided in first request.")
+            _require(req.owned is not None and not req.owned,
+                     "TopicPartitions must be empty when (re-)joining.")
+            _require(bool(req.subscribed), "SubscribedTopicNames must be set in first request.")
+        elif req.epoch == STATIC_LEAVE_EPOCH:
+            _require(bool(req.member_id), "MemberId can't be empty.")
+            _require(req.instance_id is not None, "InstanceId can't be null.")
+        else:
+            _require(False, "MemberEpoch is invalid.")
+        assignors = self.config.consumer_group_assignors
+        if req.server_assignor is not None and req.server_assignor not in assignors:
+            raise HeartbeatError(ErrorCode.UNSUPPORTED_ASSIGNOR,
+                                 f"ServerAssignor {req.server_assignor} is not supported. "
+                                 f"Supported assignors: {', '.join(assignors)}.")
+
+    def _group(self, group_id: str, create: bool) -> ConsumerGroup:
+        """The consumer group; on a join, a new one, replacing an empty classic group."""
+        group = self.groups.get(group_id)
+        if group is not None:
+            return group
+        classic = self.classic.get(group_id)
+        if classic is None and not create:
+            raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND,
+                                 f"Consumer group {group_id} not found.")
+        if classic is not None and not (create and classic.is_(GroupState.EMPTY)):
+            raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND,
+                                 f"Group {group_id} is not a consumer group")
+        if classic is not None:
+            self.drop_classic(classic)
+        group = self.groups[group_id] = ConsumerGroup(group_id)
+        return group
+
+    def _member(self, group: ConsumerGroup, req: HeartbeatRequest, member_id: str
+                ) -> ConsumerMember:
+        create = req.epoch == 0
+        if req.instance_id is None:
+            member = group.members.get(member_id)
+            if member is None and not create:
+                raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not "
+                                     f"a member of group {group.group_id}.")
+            member = member or ConsumerMember(member_id)
+            _check_epoch(member, req)
+            return member
+        existing = group.members.get(group.static_members.get(req.instance_id, ""))
+        if not create:
+            _check_static(existing, member_id, req.instance_id)
+            _check_epoch(existing, req)
+            return existing
+        if existing is None:
+            return group.members.get(member_id) or ConsumerMember(member_id)
+        if existing.epoch != STATIC_LEAVE_EPOCH:
+            raise HeartbeatError(
+                ErrorCode.UNRELEASED_INSTANCE_ID,
+                f"Static member {member_id} with instance id {req.instance_id} cannot join the "
+                f"group because the instance id is owned by {existing.member_id} member.")
+        _cancel_timers(existing)
+        log.info("group %s: static member %s rejoined as %s (was %s)", group.group_id,
+                 req.instance_id, member_id, existing.member_id)
+        return group.replace_static(existing, member_id)
+
+    # ---- heartbeat ---------------------------------------------------------------------------
+
+    async def _heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
+        group = self._group(req.group_id, req.epoch == 0)
+        member_id = req.member_id or new_member_id()
+        member = self._member(group, req, member_id)
+        if member_id not in group.members:
+            log.info("group %s: member %s joins (consumer protocol)", group.group_id, member_id)
+        updated = _updated(member, req)
+        group.put(updated)
+        bumped = updated.subscribed != member.subscribed
+        topics = self._topics(group.subscribed_topics())
+        if bumped or topics != group.topics:
+            group.epoch += 1
+            group.topics = topics
+            bumped = True
+            log.info("group %s: epoch %d", group.group_id, group.epoch)
+        if group.epoch > group.assignment_epoch:
+            self._assign(group)
+        final = self._reconcile(group, group.members[member_id], req.owned)
+        self._schedule_session(group, final)
+        if bumped:
+            error = await self.store_epoch(group)
+            if error is not ErrorCode.NONE:
+                raise HeartbeatError(error, "the group epoch could not be stored")
+        full = req.epoch == 0 or (req.rebalance_timeout_ms != -1 and
+                                  req.subscribed is not None and req.owned is not None)
+        changed = final.assigned != member.assigned
+        return HeartbeatResult(member_id=member_id, epoch=final.epoch,
+                               assignment=final.assigned if full or changed else None)
+
+    def _topics(self, names: set[str]) -> Topics:
+        found = {name: self.topic_info(name) for name in names}
+        return {name: info for name, info in found.items() if info is not None}
+
+    def _assign(self, group: ConsumerGroup) -> None:
+        name = group.preferred_assignor() or self.config.consumer_group_assignors[0]
+        subscriptions = {m.member_id: m.subscribed for m in group.members.values()}
+        group.target = ASSIGNORS[name](subscriptions, group.topics, group.target)
+        group.assignment_epoch = group.epoch
+        log.info("group %s: target assignment of epoch %d by %s", group.group_id, group.epoch,
+                 name)
+
+    def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: Owned | None
+                   ) -> ConsumerMember:
+        moved = reconcile(group, member, owned)
+        if moved is member:
+            return member
+        group.put(moved)
+        _cancel(moved.rebalance_timer)
+        moved.rebalance_timer = None
+        if moved.state is MemberState.UNREVOKED_PARTITIONS:
+            moved.rebalance_timer = _later(moved.rebalance_timeout_ms, self._revocation_expired,
+                                           group, moved.member_id, moved.epoch)
+        return moved
+
+    # ---- leaving and fencing -----------------------------------------------------------------
+
+    async def _leave(self, req: HeartbeatRequest) -> HeartbeatResult:
+        group = self.groups.get(req.group_id)
+        if group is None:
+            self._group(req.group_id, create=False)  # raises the right GROUP_ID_NOT_FOUND
+        if req.instance_id is None:
+            member = group.members.get(req.member_id)
+            if member is None:
+                raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is "
+                                     f"not a member of group {group.group_id}.")
+        else:
+            member = group.members.get(group.static_members.get(req.instance_id, ""))
+            _check_static(member, req.member_id, req.instance_id)
+            if req.epoch == STATIC_LEAVE_EPOCH:  # keeps its partitions until its session ends
+                _cancel(member.rebalance_timer)
+                group.put(replace(member, epoch=STATIC_LEAVE_EPOCH, pending_revocation={},
+                                  rebalance_timer=None))
+                log.info("group %s: static member %s left for a while", group.group_id,
+                         req.instance_id)
+                return HeartbeatResult(member_id=member.member_id, epoch=STATIC_LEAVE_EPOCH)
+        self._remove(group, member, "left the group")
+        error = await self.store_epoch(group)
+        if error is not ErrorCode.NONE:
+            raise HeartbeatError(error, "the group epoch could not be stored")
+        return HeartbeatResult(member_id=req.member_id, epoch=req.epoch)
+
+    def _remove(self, group: ConsumerGroup, member: ConsumerMember, why: str) -> None:
+        """Fence a member: it goes, its partitions are free, the group epoch moves on."""
+        log.info("group %s: member %s removed: %s", group.group_id, member.member_id, why)
+        _cancel_timers(member)
+        group.remove(member.member_id)
+        group.epoch += 1
+        group.topics = self._topics(group.subscribed_topics())
+
+    def _fence_later(self, group: ConsumerGroup, member_id: str, why: str) -> None:
+        member = group.members.get(member_id)
+        if member is None or self.groups.get(group.group_id) is not group:
+            return
+        self._remove(group, member, why)
+        self.spawn(self.store_epoch(group))
+
+    def _schedule_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        _cancel(member.session_timer)
+        member.session_timer = _later(self.config.consumer_group_session_timeout_ms,
+                                      self._fence_later, group, member.member_id,
+                                      "session timed out")
+
+    def _revocation_expired(self, group: ConsumerGroup, member_id: str, epoch: int) -> None:
+        member = group.members.get(member_id)
+        if member is not None and member.epoch == epoch:
+            member.rebalance_timer = None
+            self._fence_later(group, member_id, f"did not revoke partitions within "
+                                                f"{member.rebalance_timeout_ms} ms")
+
+    def unload(self, group: ConsumerGroup) -> None:
+        """Cancel the group's timers (shutdown or deletion)."""
+        for member in group.members.values():
+            _cancel_timers(member)
+
+
+def _updated(member: ConsumerMember, req: HeartbeatRequest) -> ConsumerMember:
+    """The member with what the request changed (null fields keep their value)."""
+    return replace(
+        member,
+        instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
+        rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
+        rebalance_timeout_ms=req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1
+        else member.rebalance_timeout_ms,
+        server_assignor=req.server_assignor if req.server_assignor is not None
+        else member.server_assignor,
+        subscribed=tuple(sorted(set(req.subscribed))) if req.subscribed is not None
+        else member.subscribed,
+        client_id=req.client_id, client_host=req.client_host)
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise HeartbeatError(ErrorCode.INVALID_REQUEST, message)
+
+
+def _check_epoch(member: ConsumerMember, req: HeartbeatRequest) -> None:
+    """Kafka's member epoch fencing: a member ahead of us, or behind us other than by a lost
+    answer (the previous epoch, owning only what it was assigned), must rejoin."""
+    if req.epoch > member.epoch:
+        raise HeartbeatError(ErrorCode.FENCED_MEMBER_EPOCH, _fenced_message(
+            "greater", req.epoch, member.epoch))
+    if req.epoch < member.epoch and (req.epoch != member.previous_epoch or
+                                     not is_subset(req.owned, member.assigned)):
+        raise HeartbeatError(ErrorCode.FENCED_MEMBER_EPOCH, _fenced_message(
+            "smaller", req.epoch, member.epoch))
+
+
+def _fenced_message(which: str, got: int, known: int) -> str:
+    return (f"The consumer group member has a {which} member epoch ({got}) than the one known "
+            f"by the group coordinator ({known}). The member must abandon all its partitions "
+            f"and rejoin.")
+
+
+def _check_static(member: ConsumerMember | None, member_id: str, instance_id: str) -> None:
+    if member is None:
+        raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+    if member.member_id != member_id:
+        raise HeartbeatError(ErrorCode.FENCED_INSTANCE_ID,
+                             f"Static member {member_id} with instance id {instance_id} was "
+                             f"fenced by member {member.member_id}.")
+
+
+def _later(delay_ms: int, callback: Callable, *args: object) -> asyncio.TimerHandle:
+    return asyncio.get_running_loop().call_later(max(delay_ms, 0) / 1000, callback, *args)
+
+
+def _cancel(handle: asyncio.TimerHandle | None) -> None:
+    if handle is not None:
+        handle.cancel()
+
+
+def _cancel_timers(member: ConsumerMember) -> None:
+    _cancel(member.session_timer)
+    _cancel(member.rebalance_timer)
+    member.session_timer = member.rebalance_timer = None
