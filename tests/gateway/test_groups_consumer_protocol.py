@@ -1,20 +1,27 @@
 """KIP-848 consumer groups over the wire: the ConsumerGroupHeartbeat state machine (join with
 epoch 0, server-side assignment, revocation before assignment, leave, fencing, static members),
 Kafka's error codes and messages, ConsumerGroupDescribe, the group id namespace shared with
-classic groups, OffsetCommit with member epochs, and the group epoch surviving a restart."""
+classic groups, OffsetCommit with member epochs, the group epoch surviving a restart; and the
+Java client (kafka-clients 3.9, ``group.protocol=consumer``) consuming a topic in a group of two
+(compat_tests/drivers/java/ConsumerProtocolGroup.java, compiled with javac at test time)."""
 from __future__ import annotations
 
+import json
+import subprocess
 import uuid
+from pathlib import Path
 
 import pytest
+from kafka import KafkaProducer
 
+from compat_tests.clients import DRIVERS, _jars, need, run_tool
 from compat_tests.wire import WireClient
 from gateway.launcher import BrokerProcess
 from protocol import messages
 from protocol.errors import ErrorCode
 
-(OFFSET_COMMIT, JOIN, SYNC, LIST, METADATA, CREATE_TOPICS, HEARTBEAT, DESCRIBE) = (
-    8, 11, 14, 16, 3, 19, 68, 69)
+(OFFSET_COMMIT, OFFSET_FETCH, JOIN, SYNC, LIST, METADATA, CREATE_TOPICS, HEARTBEAT,
+ DESCRIBE) = (8, 9, 11, 14, 16, 3, 19, 68, 69)
 TOPIC = "events"
 PARTITIONS = 4
 INTERVAL_MS = 250
@@ -291,3 +298,59 @@ def test_group_epoch_survives_a_restart_and_members_rejoin(fresh_broker: BrokerP
         gone = heartbeat(client, group, a.member_id, 1, owned=None)
         assert gone.error_code == ErrorCode.UNKNOWN_MEMBER_ID  # the member rejoins
         assert ok(heartbeat(client, group)).member_epoch == 2
+
+
+# ---- the Java client -------------------------------------------------------------------------
+
+JAVA_DRIVER = DRIVERS / "java" / "ConsumerProtocolGroup.java"
+JAR_WHEEL, JAR_FOLDER = "shigawire-apache-flink-libraries", "pyflink/lib"
+JARS = ["kafka-clients", "slf4j-api"]
+RECORDS = 200
+
+
+def run_java_group(bootstrap: str, group: str, workdir: Path) -> dict:
+    javac, java = need("javac", "a JDK 17+"), need("java", "a JDK 17+")
+    classpath = ":".join(_jars(JAR_WHEEL, JAR_FOLDER, JARS))
+    run_tool([javac, "-d", str(workdir), "-cp", classpath, str(JAVA_DRIVER)])
+    run = subprocess.run([java, "-cp", f"{classpath}:{workdir}", "ConsumerProtocolGroup",
+                          bootstrap, group, TOPIC, str(RECORDS), str(PARTITIONS)],
+                         capture_output=True, text=True, check=False, timeout=300)
+    assert run.returncode == 0, run.stderr[-4000:]
+    [line] = [line for line in run.stdout.splitlines() if line.startswith("{")]
+    return json.loads(line)
+
+
+def test_java_consumers_split_a_topic_with_the_consumer_protocol(broker, tmp_path):
+    group = group_name()
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+    for i in range(RECORDS):
+        producer.send(TOPIC, value=b"%d" % i, partition=i % PARTITIONS)
+    producer.flush()
+    producer.close()
+    with WireClient(broker.bootstrap) as client:
+        ends = end_offsets(client)
+    report = run_java_group(broker.bootstrap, group, tmp_path)
+    members = report["members"]
+    assert [m["error"] for m in members] == [None, None]
+    assert report["seen"] == sum(ends.values())  # every record, at least once
+    held = [set(m["held"]) for m in members]
+    assert all(held) and not held[0] & held[1]  # split, no partition owned twice
+    with WireClient(broker.bootstrap) as client:
+        assert committed(client, group) == ends  # committed over OffsetCommit v9 epochs
+        assert describe(client, group).group_state == "Empty"  # both left on close
+
+
+def end_offsets(client) -> dict[int, int]:
+    ListOffsets = req("ListOffsets")
+    response = client.request(2, 7, ListOffsets(replica_id=-1, topics=[
+        ListOffsets.ListOffsetsTopic(name=TOPIC, partitions=[
+            ListOffsets.ListOffsetsPartition(partition_index=p, timestamp=-1)
+            for p in range(PARTITIONS)])]))
+    return {p.partition_index: p.offset for p in response.topics[0].partitions}
+
+
+def committed(client, group) -> dict[int, int]:
+    Fetch = req("OffsetFetch")
+    response = client.request(OFFSET_FETCH, 7, Fetch(group_id=group, topics=[
+        Fetch.OffsetFetchRequestTopic(name=TOPIC, partition_indexes=list(range(PARTITIONS)))]))
+    return {p.partition_index: p.committed_offset for p in response.topics[0].partitions}
