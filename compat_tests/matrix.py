@@ -23,7 +23,7 @@ from compat_tests.session import POLL_MS, Harness, Session
 CROSS = "cross-client"
 HELLO_TIMEOUT_S = 120.0  # a JVM's first connection included
 CROSS_RECORDS = tuple(
-    Record(b"x-%d" % i, bytes([i, 0, 255]) * (i + 1), (("n", b"%d" % i), ("b", bytes([0, 255]))),
+    Record(b"x-%d" % i, bytes([i, 0, 255]) * (i + 1), (("n", b"%d" % i), ("b", bytes([1, 128, 255]))),
            BASE_TS + 7 * i) for i in range(10)) + (
     Record(None, b"null key", (), BASE_TS + 100), Record(b"null value", None, (), BASE_TS + 101))
 HARNESS_POLLS = 100

@@ -56,8 +56,7 @@ def selfcheck(log_level: str = "warning") -> None:
 
 
 @app.command(help="The compatibility matrix: every scenario with every client (kafka-python, "
-                  "aiokafka, confluent-kafka, the Java client 3.9 and 4.3, kafkajs, "
-                  "@platformatic/kafka, kcat), against a fresh CommitGate on a free port or the "
+                  "aiokafka, confluent-kafka, the Java client 3.9 and 4.3, kafkajs, kcat), against a fresh CommitGate on a free port or the "
                   "broker at --bootstrap. Writes compat.json, compat.md and compat.html.")
 def compat(
     bootstrap: Annotated[str | None, typer.Option(help="HOST:PORT of a running broker")] = None,
@@ -92,6 +91,32 @@ def bench_codec(
     from bench.codec import main as codec_main
 
     codec_main(rounds)
+
+
+@bench_app.command("brokers", help="Throughput and latency of CommitGate (ASYNC_FLUSH and "
+                                   "SYNC_FLUSH) beside noida-db, Tansu (pip install -e "
+                                   "'.[bench]') and any broker given by address, in alternating "
+                                   "rounds; a table of medians, results.json and PNG charts.")
+def bench_brokers(
+    against: Annotated[list[str], typer.Option(help="NAME=HOST:PORT, may repeat")] = [],  # noqa: B006
+    profile: Annotated[str, typer.Option(help="tiny, quick (< 3 min) or full (< 30 min)")] = "quick",
+    out: Annotated[Path, typer.Option(help="where results and charts go")] = Path("bench-results"),
+    profile_broker: Annotated[bool, typer.Option(help="py-spy flame graphs of CommitGate under "
+                                                      "produce and fetch")] = False,
+    peers: Annotated[bool, typer.Option(help="start noida-db and Tansu if installed")] = True,
+) -> None:
+    from bench.broker import main as brokers_main
+    from bench.profiles import PROFILES
+    from bench.targets import by_address
+
+    if profile not in PROFILES:
+        raise typer.BadParameter(f"--profile is one of {', '.join(PROFILES)}")
+    for spec in against:
+        try:
+            by_address(spec)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+    brokers_main(profile, against, out, profile_broker, peers)
 
 
 def _run(coro) -> None:

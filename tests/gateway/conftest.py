@@ -5,10 +5,6 @@ import pytest
 
 from gateway.launcher import BrokerProcess
 
-# the client tests live in a helper module that each client module imports: show their
-# assertions' values as in any test module
-pytest.register_assert_rewrite("tests.gateway.client_contract")
-
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory) -> BrokerProcess:

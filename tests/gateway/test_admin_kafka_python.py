@@ -9,7 +9,6 @@ from kafka.errors import (InvalidConfigurationError, InvalidPartitionsError,
                           UnknownTopicOrPartitionError)
 
 from gateway.topic_configs import TOPIC_CONFIGS
-from tests.gateway.test_kafka_python import _consume
 
 
 @pytest.fixture(scope="module")
@@ -30,6 +29,19 @@ def _produce(bootstrap: str, topic: str, count: int, partition: int | None = Non
 def _topic_configs(admin, topic: str, **kwargs) -> dict:
     result = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)], **kwargs)
     return result["topic"][topic]
+
+
+def _consume(bootstrap: str, topic: str, partitions: int, expected: int) -> list:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                             enable_auto_commit=False, consumer_timeout_ms=5000)
+    consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+    records = []
+    for record in consumer:
+        records.append(record)
+        if len(records) >= expected:
+            break
+    consumer.close()
+    return records
 
 
 def test_create_describe_delete_and_recreate(admin, broker):
