@@ -34,6 +34,10 @@ NO_TIMESTAMP = -1
 
 
 class ConsumeQueue:
+    __slots__ = ("topic", "partition", "directory", "_key", "entries_per_file", "file_bytes",
+                 "_handles", "file_indexes", "min_offset", "max_offset", "last_tags",
+                 "max_phy_end")  # see MappedFile.__slots__
+
     def __init__(self, topic: str, partition: int, directory: Path, entries_per_file: int,
                  handles: FileHandleCache) -> None:
         self.topic = topic
