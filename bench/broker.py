@@ -1,199 +1,213 @@
-"""Broker throughput side by side: CommitGate and peer brokers in one run, alternating.
+"""Broker throughput and latency side by side: CommitGate and peer brokers in one run.
 
-Starts a fresh CommitGate and (when installed) noida-db, a Rust broker that stores on disk,
-each on a free port, then runs every workload against every broker in turn (A B A B ...), so
+Starts fresh CommitGates (ASYNC_FLUSH, and SYNC_FLUSH for the workloads meant for it), the
+peers that are installed (noida-db on disk, Tansu in memory) and any broker given by address,
+then runs every workload against every broker in turn, round after round (A B A B ...), so
 machine drift hits all alike. Load comes from librdkafka (confluent-kafka) in separate
-processes (``bench/loadgen.py``). Prints the median of each figure and CommitGate's ratio to
-each peer.
+processes (``bench/loadgen.py``). Prints each figure's median and its ratio to CommitGate's;
+writes ``results.json`` and PNG charts to the output directory.
 """
 from __future__ import annotations
 
 import json
+import platform
 import re
 import shutil
-import signal
-import socket
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from gateway.launcher import BrokerProcess, free_port
+from bench import charts, flame, topics
+from bench.profiles import FETCH_1, PRODUCE_ACKS1, PROFILES, Profile
+from bench.targets import PEERS, Target, by_address, start_commitgate
+from bench.workloads import (
+    BACKLOG_PARTITIONS,
+    FETCH,
+    LATENCY,
+    PRODUCE,
+    Measurement,
+    Workload,
+    fetch,
+    latency,
+    produce,
+    read_back,
+)
 
-START_TIMEOUT_S = 30.0
-
-
-@dataclass
-class Target:
-    name: str
-    bootstrap: str
-    stop: Callable[[], None] = lambda: None
-    results: dict[str, list[float]] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Workload:
-    name: str
-    mode: str  # produce or consume
-    size: int
-    count: int
-    acks: str = "1"
+HALF = 0.5  # the latency workload's offered load, a share of the slowest broker's maximum
 
 
-def _wait_port(port: int, process: subprocess.Popen) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"exited with {process.returncode}")
+def start_targets(root: Path, against: list[str], peers: bool, console: Console) -> list[Target]:
+    targets = [start_commitgate(root), start_commitgate(root, "SYNC_FLUSH")]
+    for name, (start, install) in PEERS.items() if peers else ():
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            peer = start(root)
+        except RuntimeError as exc:
+            console.print(f"[yellow]{name} did not start ({exc}): left out[/]")
+            continue
+        if peer is None:
+            console.print(f"[yellow]{name} not installed ({install}): left out[/]")
+        else:
+            targets.append(peer)
+    return targets + [by_address(spec) for spec in against]
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-zA-Z0-9._-]+", "-", name).strip("-")
+
+
+class Harness:
+    """One run: the targets, the profile, and every measurement taken so far."""
+
+    def __init__(self, targets: list[Target], profile: Profile, console: Console) -> None:
+        self.targets = targets
+        self.profile = profile
+        self.console = console
+        self.backlogs: dict[str, Measurement] = {}  # per target: the fetch workloads' backlog
+
+    def eligible(self, workload: Workload) -> list[Target]:
+        return [t for t in self.targets if workload.sync_flush or not t.sync_flush]
+
+    def measure(self, target: Target, workload: Workload, index: int) -> Measurement:
+        """One measurement, with its untimed set-up and clean-up around it."""
+        if workload.kind == FETCH:
+            topic = self._backlog(target, workload)
+            return self._timed(target, lambda: fetch(target, workload, topic,
+                                                     self.backlogs[target.name]))
+        topic = f"bench-{_slug(workload.name)}-{index}"
+        topics.create(target.bootstrap, topic, workload.topic_partitions)
+        try:
+            if workload.kind == LATENCY:
+                rate = self.half_load()
+                return self._timed(target, lambda: latency(target, workload, topic, rate))
+            measurement = self._timed(target, lambda: produce(target, workload, topic))
+            if self.profile.verify and not measurement.error:
+                measurement.consumed = read_back(target, topic, workload.partitions,
+                                                 measurement.acked)
+            return measurement
+        finally:
+            topics.delete(target.bootstrap, topic)
+
+    @staticmethod
+    def _timed(target: Target, run: Callable[[], Measurement]) -> Measurement:
+        before = target.cpu_seconds()
+        measurement = run()
+        if before is not None:
+            measurement.broker_cpu_s = target.cpu_seconds() - before
+        return measurement
+
+    def _backlog(self, target: Target, workload: Workload) -> str:
+        """The topic the fetch workloads read, written once per target (untimed)."""
+        topic = "bench-backlog"
+        if target.name not in self.backlogs:
+            topics.create(target.bootstrap, topic, BACKLOG_PARTITIONS)
+            writer = Workload("backlog", PRODUCE, workload.count, size=workload.size,
+                              partitions=BACKLOG_PARTITIONS)
+            self.backlogs[target.name] = produce(target, writer, topic)
+        return topic
+
+    def half_load(self) -> float:
+        """Records/s: half the 1 KiB acks=1 maximum of the slowest broker measured."""
+        maxima = [t.median(PRODUCE_ACKS1, "records/s") for t in self.targets if not t.sync_flush]
+        return HALF * min((m for m in maxima if m), default=1_000.0)
+
+    def run(self) -> None:
+        plan = [(w, i, t) for w in self.profile.workloads for i in range(self.profile.rounds)
+                for t in self.eligible(w)]
+        columns = (TextColumn("{task.description:<52}"), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn())
+        with Progress(*columns, console=self.console, transient=True) as progress:
+            task = progress.add_task("starting", total=len(plan))
+            for workload, index, target in plan:
+                progress.update(task, description=f"{workload.name} | {target.name}")
+                measurement = self.measure(target, workload, index)
+                target.results.setdefault(workload.name, []).append(measurement.as_dict())
+                self._log(target, workload, index, measurement)
+                progress.advance(task)
+
+    def _log(self, target: Target, workload: Workload, index: int, m: Measurement) -> None:
+        if m.error:
+            self.console.print(f"[red]{workload.name} | {target.name} round {index + 1}: "
+                               f"{m.error}[/]")
             return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError("did not listen in time")
+        shown = ", ".join(f"{k} {v:,.1f}" for k, v in m.figures.items())
+        cpu = "" if m.broker_cpu_s is None else f", broker {m.broker_cpu_s / m.seconds:.2f}"
+        self.console.print(f"  {workload.name} | {target.name} round {index + 1}: {shown} "
+                           f"(CPU cores busy: generators {m.generator_cpu_s / m.seconds:.2f}{cpu})")
 
 
-def start_commitgate(root: Path) -> Target:
-    broker = BrokerProcess(root / "commitgate", {"num.partitions": "1"}).start()
-    return Target("CommitGate", broker.bootstrap, broker.stop)
+def report(targets: list[Target], profile: Profile, console: Console) -> list[dict]:
+    """The table of medians (each peer's ratio to CommitGate in brackets); returns its rows."""
+    table = Table(title="Median of rounds (in brackets: x CommitGate's figure)")
+    table.add_column("workload")
+    table.add_column("figure")
+    for target in targets:
+        table.add_column(target.name, justify="right")
+    ours, rows = targets[0], []
+    for workload in profile.workloads:
+        names = dict.fromkeys(f for t in targets for m in t.results.get(workload.name, [])
+                              for f in m["figures"])
+        for figure in names:
+            mine = ours.median(workload.name, figure)
+            medians = {t.name: t.median(workload.name, figure) for t in targets}
+            rows.append({"workload": workload.name, "figure": figure, "medians": medians})
+            table.add_row(workload.name, figure, *(
+                _cell(value, mine, target is ours)
+                for target, value in zip(targets, medians.values(), strict=True)))
+    console.print(table)
+    return rows
 
 
-def start_noida(root: Path) -> Target | None:
-    binary = shutil.which("noida-db")
-    if binary is None:
-        return None
-    port = free_port()
-    log = open(root / "noida.log", "wb")  # noqa: SIM115 - the child keeps it
-    process = subprocess.Popen([binary, "start", "--data-dir", str(root / "noida"), "--host",
-                                "127.0.0.1", "--only", "kafka", "--kafka-port", str(port)],
-                               stdout=log, stderr=subprocess.STDOUT)
-    _wait_port(port, process)
-
-    def stop() -> None:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(30)
-
-    return Target("noida-db", f"127.0.0.1:{port}", stop)
+def _cell(value: float | None, mine: float | None, is_ours: bool) -> str:
+    if value is None:
+        return "-"
+    ratio = "" if is_ours or not mine else f" ({value / mine:.2f}x)"
+    return f"{value:,.1f}{ratio}"
 
 
-def create_topic(bootstrap: str, topic: str) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # must outlive the futures
-    futures = admin.create_topics([NewTopic(topic, 1, 1,
-                                            config={"max.message.bytes": str(8 << 20)})])
-    for future in futures.values():
-        try:
-            future.result(30)
-        except Exception as exc:  # noqa: BLE001 - "already exists" is fine, the rest shows later
-            if "already exists" not in str(exc).lower():
-                print(f"create {topic} on {bootstrap}: {exc}", file=sys.stderr)
-
-
-def loadgen(target: Target, workload: Workload, topic: str) -> dict:
-    args = [sys.executable, "-m", "bench.loadgen", workload.mode, "--bootstrap", target.bootstrap,
-            "--topic", topic, "--count", str(workload.count), "--size", str(workload.size),
-            "--acks", workload.acks]
-    done = subprocess.run(args, capture_output=True, text=True, timeout=600)
-    lines = done.stdout.strip().splitlines()
-    return json.loads(lines[-1]) if lines else {"error": done.stderr[-500:]}
+def write_json(out: Path, profile_name: str, targets: list[Target], rows: list[dict],
+               started: float) -> Path:
+    path = out / "results.json"
+    path.write_text(json.dumps({
+        "profile": profile_name, "started": started, "seconds": time.time() - started,
+        "machine": {"python": sys.version.split()[0], "platform": platform.platform(),
+                    "processor": platform.processor()},
+        "targets": [{"name": t.name, "bootstrap": t.bootstrap, "measurements": t.results}
+                    for t in targets],
+        "medians": rows}, indent=1))
+    return path
 
 
-def run(workloads: list[Workload], rounds: int, console: Console) -> list[Target]:
+def main(profile_name: str = "quick", against: list[str] | None = None, out: Path | None = None,
+         profile_broker: bool = False, peers: bool = True) -> list[Target]:
+    console = Console()
+    profile = PROFILES[profile_name]
+    out = out or Path("bench-results")
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.time()
     root = Path(tempfile.mkdtemp(prefix="commitgate-bench-"))
-    targets = [start_commitgate(root)]
-    noida = start_noida(root)
-    if noida is None:
-        console.print("[yellow]noida-db not installed (pip install noida-db==0.2.2): "
-                      "CommitGate alone[/]")
-    else:
-        targets.append(noida)
+    targets = start_targets(root, against or [], peers, console)
     try:
-        for workload in workloads:
-            for target in targets:
-                _prepare(target, workload)
-            for index in range(rounds):
-                for target in targets:
-                    _measure(target, workload, index, console)
+        harness = Harness(targets, profile, console)
+        harness.run()
+        if profile_broker:
+            flame.record(targets[0], [w for w in profile.workloads
+                                      if w.name in (PRODUCE_ACKS1, FETCH_1)],
+                         harness.measure, out, profile.profile_seconds, console)
     finally:
         for target in targets:
             target.stop()
         shutil.rmtree(root, ignore_errors=True)
+    rows = report(targets, profile, console)
+    console.print(f"wrote {write_json(out, profile_name, targets, rows, started)}")
+    for chart in charts.draw(targets, profile, out):
+        console.print(f"wrote {chart}")
     return targets
-
-
-def _topic(workload: Workload, index: int) -> str:
-    # produce rounds write fresh topics; consume rounds read the one prepared backlog
-    slug = re.sub(r"[^a-zA-Z0-9._-]+", "-", workload.name)
-    return f"bench-{slug}-{index}" if workload.mode == "produce" else f"bench-{slug}"
-
-
-def _prepare(target: Target, workload: Workload) -> None:
-    """Untimed: create topics; for consume workloads, write the backlog."""
-    if workload.mode == "consume":
-        create_topic(target.bootstrap, _topic(workload, 0))
-        backlog = Workload(workload.name, "produce", workload.size, workload.count)
-        loadgen(target, backlog, _topic(workload, 0))
-
-
-def _measure(target: Target, workload: Workload, index: int, console: Console) -> None:
-    topic = _topic(workload, index)
-    if workload.mode == "produce":
-        create_topic(target.bootstrap, topic)
-    result = loadgen(target, workload, topic)
-    if "error" in result or result["records"] < workload.count:
-        console.print(f"[red]{target.name} {workload.name}: {result}[/]")
-        return
-    mb_s = result["bytes"] / result["seconds"] / 1e6
-    target.results.setdefault(workload.name, []).append(mb_s)
-    console.print(f"  {workload.name:28} {target.name:12} round {index + 1}: {mb_s:8.1f} MB/s")
-
-
-def report(targets: list[Target], workloads: list[Workload], console: Console) -> None:
-    table = Table(title="MB/s, median of rounds (CommitGate's ratio to each peer)")
-    table.add_column("workload")
-    for target in targets:
-        table.add_column(target.name, justify="right")
-    ours = targets[0]
-    for workload in workloads:
-        cells = []
-        mine = statistics.median(ours.results.get(workload.name) or [0])
-        for target in targets:
-            figures = target.results.get(workload.name)
-            if not figures:
-                cells.append("failed")
-                continue
-            median = statistics.median(figures)
-            ratio = "" if target is ours else f" ({mine / median:.2f}x)"
-            cells.append(f"{median:,.1f}{ratio}")
-        table.add_row(workload.name, *cells)
-    console.print(table)
-
-
-PROFILES = {
-    "quick": (3, [Workload("produce 1KiB acks=1", "produce", 1024, 300_000),
-                  Workload("fetch 16KiB", "consume", 16 * 1024, 16_000)]),
-    "full": (5, [Workload("produce 1KiB acks=1", "produce", 1024, 1_000_000),
-                 Workload("fetch 16KiB", "consume", 16 * 1024, 64_000)]),
-}
-
-
-def main(profile: str = "quick") -> None:
-    console = Console()
-    rounds, workloads = PROFILES[profile]
-    targets = run(workloads, rounds, console)
-    report(targets, workloads, console)
 
 
 if __name__ == "__main__":

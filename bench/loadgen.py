@@ -1,67 +1,138 @@
 """Load generator processes for broker benchmarks: librdkafka (confluent-kafka) producers and
-consumers, one per process, printing one JSON line of what they did. Running them outside the
-harness keeps the harness's own Python off the measured path."""
+consumers, printing one JSON line of what they did. Running them outside the harness keeps the
+harness's own Python off the measured path; several can run at once.
+
+CPU time is the whole process's (librdkafka's threads included) over the timed window. Times
+are CLOCK_MONOTONIC, which every process on the machine shares, so the harness can merge
+the windows of several processes and a consumer can compute a record's delay from the send
+time its producer stamped into the first 8 bytes of the value.
+"""
 from __future__ import annotations
 
 import argparse
 import json
+import struct
 import sys
 import time
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 
 DEADLINE_S = 300.0
+STAMP = struct.Struct("<q")
+READY = "ready"  # the line a consumer prints once it is assigned and fetching
 
 
-def produce(bootstrap: str, topic: str, count: int, size: int, acks: str) -> dict:
-    delivered = failed = 0
+def now_ns() -> int:
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
 
-    def on_delivery(err, _msg) -> None:
-        nonlocal delivered, failed
-        if err is None:
-            delivered += 1
-        else:
-            failed += 1
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
-                         "batch.size": 1 << 20, "enable.idempotence": False,
-                         "queue.buffering.max.kbytes": 1 << 20, "compression.type": "none"})
-    payload = b"x" * size
-    start = time.perf_counter()
-    deadline = start + DEADLINE_S
-    for _ in range(count):
+class Producers:
+    """``count`` records spread round-robin over ``producers`` clients and ``partitions``."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        config = {"bootstrap.servers": args.bootstrap, "acks": args.acks, "linger.ms": 5,
+                  "batch.size": 1 << 20, "enable.idempotence": False,
+                  "queue.buffering.max.kbytes": max(1 << 16, (1 << 20) // args.producers),
+                  "compression.type": "none"}
+        self.clients = [Producer(config) for _ in range(args.producers)]
+        self.args = args
+        self.delivered = self.failed = 0
+        self.latencies_us: list[int] = []
+
+    def on_delivery(self, err, msg) -> None:
+        if err is not None:
+            self.failed += 1
+            return
+        self.delivered += 1
+        if self.args.latency and msg.latency() is not None:
+            self.latencies_us.append(int(msg.latency() * 1e6))
+
+    def send(self, index: int, payload: bytes, deadline: float) -> None:
+        client = self.clients[index % len(self.clients)]
         while True:
             try:
-                producer.produce(topic, payload, on_delivery=on_delivery)
-                break
-            except BufferError:
-                producer.poll(0.005)
-                if time.perf_counter() > deadline:
+                client.produce(self.args.topic, payload, partition=index % self.args.partitions,
+                               on_delivery=self.on_delivery)
+                return
+            except BufferError:  # the client's queue is full: let it drain
+                client.poll(0.005)
+                if time.monotonic() > deadline:
                     raise TimeoutError("producer queue stayed full") from None
-        producer.poll(0)
-    remaining = producer.flush(max(1.0, deadline - time.perf_counter()))
-    seconds = time.perf_counter() - start
-    return {"records": delivered, "failed": failed + remaining, "bytes": delivered * size,
-            "seconds": seconds}
+
+    def run(self) -> dict:
+        args = self.args
+        fixed = b"x" * args.size
+        padding = b"x" * (args.size - STAMP.size)
+        per_second = args.rate * len(self.clients)  # 0: as fast as the clients take them
+        start, cpu = time.monotonic(), time.process_time()
+        deadline = start + DEADLINE_S
+        for index in range(args.count):
+            if per_second:
+                self._pace(start + index / per_second)
+            payload = STAMP.pack(now_ns()) + padding if args.stamp else fixed
+            self.send(index, payload, deadline)
+            if index % len(self.clients) == len(self.clients) - 1:
+                for client in self.clients:
+                    client.poll(0)
+        remaining = sum(client.flush(max(1.0, deadline - time.monotonic()))
+                        for client in self.clients)
+        end = time.monotonic()
+        return {"records": self.delivered, "failed": self.failed + remaining,
+                "bytes": self.delivered * args.size, "start": start, "end": end,
+                "cpu_s": time.process_time() - cpu, "latencies_us": self.latencies_us}
+
+    def _pace(self, due: float) -> None:
+        """Wait until ``due``, serving delivery reports meanwhile."""
+        while (wait := due - time.monotonic()) > 0:
+            for client in self.clients:
+                client.poll(0)
+            time.sleep(min(wait, 0.001))
 
 
-def consume(bootstrap: str, topic: str, count: int) -> dict:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "commitgate-bench",
-                         "enable.auto.commit": False, "fetch.max.bytes": 50 << 20,
-                         "max.partition.fetch.bytes": 10 << 20})
-    consumer.assign([TopicPartition(topic, 0, 0)])
+def consume(args: argparse.Namespace) -> dict:
+    """Read ``count`` records from the start of the given partitions (with ``until_eof``, or
+    until every partition's end: a backlog's reader need not know its exact split)."""
+    consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": "commitgate-bench",
+                         "enable.auto.commit": False, "enable.partition.eof": args.until_eof})
+    partitions = [int(p) for p in args.partition_list.split(",")]
+    consumer.assign([TopicPartition(args.topic, p, OFFSET_BEGINNING) for p in partitions])
+    at_end: set[int] = set()
+    consumer.list_topics(args.topic, timeout=30)  # connected before the producer is told to start
+    print(READY, flush=True)
     got = size = 0
-    begin = time.perf_counter()
-    start = None  # the clock starts at the first record: connection set-up is not fetching
-    while got < count and time.perf_counter() - begin < DEADLINE_S:
-        for message in consumer.consume(10_000, 1.0):
-            if message.error() is None:
-                start = start or time.perf_counter()
-                got += 1
-                size += len(message.value())
-    seconds = time.perf_counter() - (start or begin)
+    latencies_us: list[int] = []
+    start = end = time.monotonic()  # from connected to the last record
+    cpu = time.process_time()
+    deadline = start + DEADLINE_S
+    # consume() returns once its batch is full or the wait is over: for latencies, the wait
+    # is the resolution of the arrival times
+    wait = 0.001 if args.latency else 0.2
+    while got < args.count and len(at_end) < len(partitions) and time.monotonic() < deadline:
+        batch = consumer.consume(10_000, wait)
+        arrived = now_ns()
+        for message in batch:
+            if message.error() is not None:
+                if message.error().code() == KafkaError._PARTITION_EOF:
+                    at_end.add(message.partition())
+                continue
+            value = message.value()
+            got += 1
+            size += len(value)
+            if args.latency:
+                latencies_us.append((arrived - STAMP.unpack_from(value)[0]) // 1000)
+        if batch:
+            end = time.monotonic()
+    cpu = time.process_time() - cpu
     consumer.close()
-    return {"records": got, "failed": 0, "bytes": size, "seconds": seconds}
+    return {"records": got, "failed": 0, "bytes": size, "start": start, "end": end,
+            "cpu_s": cpu, "latencies_us": latencies_us}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -69,15 +140,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("mode", choices=["produce", "consume"])
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--topic", required=True)
-    parser.add_argument("--count", type=int, required=True)
+    parser.add_argument("--count", type=int, required=True, help="records, this process")
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--acks", default="1")
+    parser.add_argument("--partitions", type=int, default=1, help="produce round-robin to")
+    parser.add_argument("--partition-list", default="0", help="consume from, comma-separated")
+    parser.add_argument("--producers", type=int, default=1, help="clients in this process")
+    parser.add_argument("--rate", type=float, default=0, help="records/s per producer, 0: max")
+    parser.add_argument("--stamp", action="store_true", help="send time in the value")
+    parser.add_argument("--latency", action="store_true", help="report each record's latency")
+    parser.add_argument("--until-eof", action="store_true", help="consume: stop at the end")
     args = parser.parse_args(argv)
     try:
-        if args.mode == "produce":
-            result = produce(args.bootstrap, args.topic, args.count, args.size, args.acks)
-        else:
-            result = consume(args.bootstrap, args.topic, args.count)
+        result = Producers(args).run() if args.mode == "produce" else consume(args)
     except (KafkaException, TimeoutError) as exc:
         result = {"error": str(exc)}
     print(json.dumps(result), flush=True)

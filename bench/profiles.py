@@ -1,0 +1,61 @@
+"""The broker benchmark's profiles: the same workloads at three sizes. ``quick`` is meant to
+finish in under 3 minutes, ``full`` in under 30, ``tiny`` in seconds (the test suite's, for
+its accounting only)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bench.workloads import FETCH, LATENCY, PRODUCE, Workload
+
+PRODUCE_ACKS1 = "produce 1 KiB acks=1"
+PRODUCE_ACKSALL = "produce 1 KiB acks=all"
+FETCH_1, FETCH_4 = "fetch 1 KiB, 1 consumer", "fetch 1 KiB, 4 consumers"
+LATENCY_HALF = "end-to-end latency at half load"
+SMALL = "produce 100 B acks=1"
+
+
+def partitions_name(partitions: int) -> str:
+    return f"produce 1 KiB acks=1, {partitions:,} partitions"
+
+
+def producers_name(producers: int) -> str:
+    return f"produce 1 KiB acks=all, {producers} producers"
+
+
+def connections_name(producers: int, rate: float) -> str:
+    return f"{producers} producers at {rate:g} records/s each"
+
+
+@dataclass(frozen=True)
+class Profile:
+    rounds: int
+    workloads: list[Workload]
+    verify: bool = False  # read every produced topic back (untimed) to count what it holds
+    profile_seconds: float = 10.0  # how long py-spy watches each profiled workload at least
+
+
+def _workloads(records: int, partitions: list[int], seconds: float, fan_in: int,
+               connections: int, rate: float) -> list[Workload]:
+    """``records`` 1 KiB records a produce measurement; ``fan_in`` producers beside the
+    SYNC_FLUSH CommitGate; ``connections`` producers at ``rate`` each, over 4 processes."""
+    return [
+        Workload(PRODUCE_ACKS1, PRODUCE, records, sync_flush=True),
+        Workload(PRODUCE_ACKSALL, PRODUCE, records, acks="all", sync_flush=True),
+        Workload(producers_name(fan_in), PRODUCE, records, acks="all", processes=4,
+                 producers=fan_in // 4, sync_flush=True),
+        *(Workload(partitions_name(n), PRODUCE, records, partitions=n) for n in partitions),
+        Workload(FETCH_1, FETCH, 2 * records),
+        Workload(FETCH_4, FETCH, 2 * records, consumers=4),
+        Workload(LATENCY_HALF, LATENCY, 0, seconds=seconds),
+        Workload(SMALL, PRODUCE, 3 * records, size=100),
+        Workload(connections_name(connections, rate), PRODUCE, int(connections * rate * seconds),
+                 processes=4, producers=connections // 4, rate=rate),
+    ]
+
+
+PROFILES = {
+    "tiny": Profile(1, _workloads(2_000, [10], 1.0, 4, 8, 50.0), verify=True,
+                    profile_seconds=1.0),
+    "quick": Profile(2, _workloads(100_000, [100, 1_000, 10_000], 3.0, 64, 200, 20.0)),
+    "full": Profile(5, _workloads(400_000, [100, 1_000, 10_000], 10.0, 64, 200, 20.0)),
+}

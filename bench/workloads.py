@@ -1,0 +1,162 @@
+"""What the broker benchmark measures, and how one measurement of one workload on one broker
+runs: load generator processes (``bench/loadgen.py``) started together, their JSON lines
+merged into figures and an account of records sent, acknowledged and consumed."""
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from bench.targets import Target
+
+GENERATOR_TIMEOUT_S = 600
+PRODUCE, FETCH, LATENCY = "produce", "fetch", "latency"
+BACKLOG_PARTITIONS = 4  # so that 4 consumers split the backlog, one partition each
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    kind: str  # PRODUCE (with rate: many connections, ack latency), FETCH or LATENCY
+    count: int  # records a measurement sends (LATENCY: per second of offered load)
+    size: int = 1024
+    acks: str = "1"
+    partitions: int = 1
+    processes: int = 1  # generator processes
+    producers: int = 1  # clients in each producing process
+    rate: float = 0  # records/s per producer; 0: as fast as the broker takes them
+    consumers: int = 1  # FETCH: consumer processes, each with its share of the partitions
+    seconds: float = 0  # LATENCY: how long the offered load lasts
+    sync_flush: bool = False  # also measured on the SYNC_FLUSH CommitGate
+
+    @property
+    def topic_partitions(self) -> int:
+        return BACKLOG_PARTITIONS if self.kind == FETCH else self.partitions
+
+
+@dataclass
+class Measurement:
+    figures: dict[str, float]
+    sent: int
+    acked: int
+    consumed: int | None  # None: this workload reads nothing back
+    seconds: float
+    generator_cpu_s: float
+    broker_cpu_s: float | None = None
+    error: str = ""
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _generator(target: Target, mode: str, topic: str, count: int, **options) -> list[str]:
+    args = [sys.executable, "-m", "bench.loadgen", mode, "--bootstrap", target.bootstrap,
+            "--topic", topic, "--count", str(count)]
+    for key, value in options.items():
+        if value is True:
+            args.append(f"--{key.replace('_', '-')}")
+        elif value is not False:
+            args += [f"--{key.replace('_', '-')}", str(value)]
+    return args
+
+
+def _start(args: list[str]) -> subprocess.Popen:
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _collect(processes: Iterable[subprocess.Popen]) -> list[dict]:
+    results = []
+    for process in processes:
+        try:
+            out, err = process.communicate(timeout=GENERATOR_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            out, err = process.communicate()
+        lines = [line for line in out.splitlines() if line.startswith("{")]
+        results.append(json.loads(lines[-1]) if lines else {"error": err[-500:] or "no output"})
+    return results
+
+
+def _window(results: list[dict]) -> float:
+    """Wall time from the first process's start to the last one's end (a shared clock)."""
+    return max(1e-6, max(r["end"] for r in results) - min(r["start"] for r in results))
+
+
+def _percentiles(latencies_us: list[int], names: dict[str, float]) -> dict[str, float]:
+    if len(latencies_us) < 2:
+        return {}
+    cuts = statistics.quantiles(latencies_us, n=1000, method="inclusive")
+    return {name: cuts[int(q * 1000) - 1] / 1000 for name, q in names.items()}  # in ms
+
+
+def _split(total: int, parts: int) -> list[int]:
+    return [total // parts + (1 if index < total % parts else 0) for index in range(parts)]
+
+
+def produce(target: Target, workload: Workload, topic: str) -> Measurement:
+    """Producers in ``processes`` processes; with a rate, each record's ack latency too."""
+    counts = _split(workload.count, workload.processes)
+    results = _collect([_start(_generator(
+        target, "produce", topic, count, size=workload.size, acks=workload.acks,
+        partitions=workload.partitions, producers=workload.producers, rate=workload.rate,
+        latency=workload.rate > 0)) for count in counts])
+    return _merge(workload, results, consumed=None, latency_from=results)
+
+
+def fetch(target: Target, workload: Workload, topic: str, backlog: Measurement) -> Measurement:
+    """``consumers`` processes read the backlog to its end, each its share of the partitions."""
+    shares = [[p for p in range(BACKLOG_PARTITIONS) if p % workload.consumers == c]
+              for c in range(workload.consumers)]
+    results = _collect([_start(_generator(
+        target, "consume", topic, backlog.acked, until_eof=True,
+        partition_list=",".join(map(str, share)))) for share in shares])
+    measurement = _merge(workload, results, consumed=None, latency_from=[])
+    measurement.sent, measurement.acked = backlog.sent, backlog.acked
+    return measurement
+
+
+def read_back(target: Target, topic: str, partitions: int, count: int) -> int:
+    """Untimed: how many records (up to ``count``) a consumer finds in the topic."""
+    (result,) = _collect([_start(_generator(
+        target, "consume", topic, count, until_eof=True,
+        partition_list=",".join(map(str, range(partitions)))))])
+    return result.get("records", 0)
+
+
+def latency(target: Target, workload: Workload, topic: str, per_second: float) -> Measurement:
+    """One producer at ``per_second`` stamping send times; one consumer computing delays."""
+    count = max(1, int(per_second * workload.seconds))
+    consumer = _start(_generator(target, "consume", topic, count, latency=True))
+    consumer.stdout.readline()  # "ready", or nothing if it failed: the collect shows why
+    producer = _start(_generator(target, "produce", topic, count, size=workload.size,
+                                 acks=workload.acks, rate=per_second, stamp=True))
+    sent, received = _collect([producer, consumer])
+    if "error" in received or "error" in sent:
+        return _merge(workload, [sent, received], consumed=None, latency_from=[])
+    measurement = _merge(workload, [sent], consumed=received["records"],
+                         latency_from=[received])
+    measurement.generator_cpu_s += received["cpu_s"]
+    measurement.figures["offered records/s"] = per_second
+    return measurement
+
+
+def _merge(workload: Workload, results: list[dict], consumed: int | None,
+           latency_from: list[dict]) -> Measurement:
+    errors = [r["error"] for r in results if "error" in r]
+    cpu = sum(r.get("cpu_s", 0.0) for r in results)
+    if errors:
+        return Measurement({}, workload.count, 0, consumed, 0.0, cpu, error=errors[0])
+    records = sum(r["records"] for r in results)
+    seconds = _window(results)
+    figures = {"MB/s": sum(r["bytes"] for r in results) / seconds / 1e6,
+               "records/s": records / seconds}
+    latencies = [us for r in latency_from for us in r["latencies_us"]]
+    figures.update(_percentiles(latencies, {"p50 ms": 0.5, "p99 ms": 0.99, "p999 ms": 0.999}))
+    if workload.kind == FETCH:  # the caller fills in what the backlog's producer sent
+        return Measurement(figures, 0, 0, records, seconds, cpu)
+    failed = sum(r["failed"] for r in results)
+    return Measurement(figures, records + failed, records, consumed, seconds, cpu)
+
