@@ -110,7 +110,6 @@ class CommitLog:
         entry = self.entry(phy, size)
         return None if entry is None else body_of(entry)
 
-
     def decode(self, phy: int, *, check_crc: bool) -> tuple[DispatchRequest | None, int]:
         """Parse and validate the entry at ``phy``: (request, size); a blank gives (None, size);
         an invalid or absent entry gives (None, 0)."""

@@ -34,9 +34,20 @@ NO_TIMESTAMP = -1
 
 
 class ConsumeQueue:
-    __slots__ = ("topic", "partition", "directory", "_key", "entries_per_file", "file_bytes",
-                 "_handles", "file_indexes", "min_offset", "max_offset", "last_tags",
-                 "max_phy_end")  # see MappedFile.__slots__
+    __slots__ = (
+        "_handles",
+        "_key",
+        "directory",
+        "entries_per_file",
+        "file_bytes",
+        "file_indexes",
+        "last_tags",
+        "max_offset",
+        "max_phy_end",
+        "min_offset",
+        "partition",
+        "topic",
+    )  # see MappedFile.__slots__
 
     def __init__(self, topic: str, partition: int, directory: Path, entries_per_file: int,
                  handles: FileHandleCache) -> None:

@@ -53,7 +53,7 @@ class ConsumeQueueStore:
     def drop(self, topic: str, partition: int) -> None:
         """Forget one partition's queue and delete its files (a rebuild starts from nothing)."""
         slots = self._queues.get(topic, [])
-        queue = slots[partition] if partition < len(slots) else None
+        queue = slots[partition] if 0 <= partition < len(slots) else None
         if queue is not None:
             slots[partition] = None
             queue.destroy()

@@ -31,8 +31,17 @@ class MappedFile:
     # Slots keep the fields in the object itself, not in a separate array: with 10,000
     # partitions the file an append touches has usually left the CPU cache, and every
     # object it must load is one more miss (and memory per idle partition).
-    __slots__ = ("path", "start_offset", "size", "wrote_position", "flushed_position", "_reserved",
-                 "_fd", "_mm", "_view")
+    __slots__ = (
+        "_fd",
+        "_mm",
+        "_reserved",
+        "_view",
+        "flushed_position",
+        "path",
+        "size",
+        "start_offset",
+        "wrote_position",
+    )
 
     def __init__(
         self, path: Path, start_offset: int, size: int, *, create: bool, reserve: bool = True
