@@ -38,7 +38,7 @@ class Driver:
             consumer.close()
 
     def hello(self) -> dict:
-        return {"client": "confluent-kafka", "version": f"{confluent_kafka.version()[0]} "
+        return {"client": "confluent-kafka", "version": f"{confluent_kafka.version()} "
                 f"(librdkafka {confluent_kafka.libversion()[0]})"}
 
     # ---- admin ----------------------------------------------------------------------------------
