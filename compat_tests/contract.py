@@ -39,7 +39,6 @@ import subprocess
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 Headers = list[tuple[str, bytes | None]]
 
@@ -89,15 +88,13 @@ class DriverGone(Exception):
 class DriverProcess:
     """One driver process, spoken to request by request with a bounded wait for each answer."""
     command: list[str]
-    cwd: Path | None = None
-    env: dict[str, str] | None = None
     process: subprocess.Popen | None = None
     answers: queue.Queue = field(default_factory=queue.Queue)
     stderr_tail: list[str] = field(default_factory=list)
 
     def start(self) -> DriverProcess:
         self.process = subprocess.Popen(
-            self.command, cwd=self.cwd, env=self.env, text=True, bufsize=1,
+            self.command, text=True, bufsize=1,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         threading.Thread(target=self._read_stdout, daemon=True).start()
         threading.Thread(target=self._read_stderr, daemon=True).start()
