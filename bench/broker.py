@@ -27,7 +27,6 @@ from bench import charts, flame, topics
 from bench.profiles import FETCH_1, PRODUCE_ACKS1, PROFILES, Profile
 from bench.targets import PEERS, Target, by_address, start_commitgate
 from bench.workloads import (
-    BACKLOG_PARTITIONS,
     FETCH,
     LATENCY,
     PRODUCE,
@@ -68,7 +67,7 @@ class Harness:
         self.targets = targets
         self.profile = profile
         self.console = console
-        self.backlogs: dict[str, Measurement] = {}  # per target: the fetch workloads' backlog
+        self.backlogs: dict[tuple[str, str], Measurement] = {}  # (target, topic): backlog written
 
     def eligible(self, workload: Workload) -> list[Target]:
         return [t for t in self.targets if workload.sync_flush or not t.sync_flush]
@@ -77,8 +76,8 @@ class Harness:
         """One measurement, with its untimed set-up and clean-up around it."""
         if workload.kind == FETCH:
             topic = self._backlog(target, workload)
-            return self._timed(target, lambda: fetch(target, workload, topic,
-                                                     self.backlogs[target.name]))
+            backlog = self.backlogs[target.name, topic]
+            return self._timed(target, lambda: fetch(target, workload, topic, backlog))
         topic = f"bench-{_slug(workload.name)}-{index}"
         topics.create(target.bootstrap, topic, workload.topic_partitions)
         try:
@@ -102,13 +101,13 @@ class Harness:
         return measurement
 
     def _backlog(self, target: Target, workload: Workload) -> str:
-        """The topic the fetch workloads read, written once per target (untimed)."""
-        topic = "bench-backlog"
-        if target.name not in self.backlogs:
-            topics.create(target.bootstrap, topic, BACKLOG_PARTITIONS)
+        """The topic a fetch workload reads, written once (untimed) before its first round."""
+        topic = f"bench-backlog-{workload.consumers}"
+        if (target.name, topic) not in self.backlogs:
+            topics.create(target.bootstrap, topic, workload.consumers)
             writer = Workload("backlog", PRODUCE, workload.count, size=workload.size,
-                              partitions=BACKLOG_PARTITIONS)
-            self.backlogs[target.name] = produce(target, writer, topic)
+                              partitions=workload.consumers)
+            self.backlogs[target.name, topic] = produce(target, writer, topic)
         return topic
 
     def half_load(self) -> float:

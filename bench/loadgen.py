@@ -24,7 +24,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-DEADLINE_S = 300.0
+DEADLINE_S = 120.0
+IDLE_S = 10.0  # a consumer that gets nothing this long gives up (and reports what it got)
 STAMP = struct.Struct("<q")
 READY = "ready"  # the line a consumer prints once it is assigned and fetching
 
@@ -114,7 +115,8 @@ def consume(args: argparse.Namespace) -> dict:
     # consume() returns once its batch is full or the wait is over: for latencies, the wait
     # is the resolution of the arrival times
     wait = 0.001 if args.latency else 0.2
-    while got < args.count and len(at_end) < len(partitions) and time.monotonic() < deadline:
+    while (got < args.count and len(at_end) < len(partitions) and time.monotonic() < deadline
+           and time.monotonic() - end < IDLE_S):
         batch = consumer.consume(10_000, wait)
         arrived = now_ns()
         for message in batch:

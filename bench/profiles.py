@@ -34,18 +34,20 @@ class Profile:
     profile_seconds: float = 10.0  # how long py-spy watches each profiled workload at least
 
 
-def _workloads(records: int, partitions: list[int], seconds: float, fan_in: int,
+def _workloads(records: int, partitions: list[int], backlog: int, seconds: float, fan_in: int,
                connections: int, rate: float) -> list[Workload]:
-    """``records`` 1 KiB records a produce measurement; ``fan_in`` producers beside the
-    SYNC_FLUSH CommitGate; ``connections`` producers at ``rate`` each, over 4 processes."""
+    """``records`` 1 KiB records a produce measurement; ``backlog`` records a partition for the
+    fetch workloads (noida-db 0.2.2 returns nothing from a partition of 200,000); ``fan_in``
+    producers beside the SYNC_FLUSH CommitGate; ``connections`` producers at ``rate`` each,
+    over 4 processes."""
     return [
         Workload(PRODUCE_ACKS1, PRODUCE, records, sync_flush=True),
         Workload(PRODUCE_ACKSALL, PRODUCE, records, acks="all", sync_flush=True),
         Workload(producers_name(fan_in), PRODUCE, records, acks="all", processes=4,
                  producers=fan_in // 4, sync_flush=True),
         *(Workload(partitions_name(n), PRODUCE, records, partitions=n) for n in partitions),
-        Workload(FETCH_1, FETCH, 2 * records),
-        Workload(FETCH_4, FETCH, 2 * records, consumers=4),
+        Workload(FETCH_1, FETCH, backlog),
+        Workload(FETCH_4, FETCH, 4 * backlog, consumers=4),
         Workload(LATENCY_HALF, LATENCY, 0, seconds=seconds),
         Workload(SMALL, PRODUCE, 3 * records, size=100),
         Workload(connections_name(connections, rate), PRODUCE, int(connections * rate * seconds),
@@ -54,8 +56,8 @@ def _workloads(records: int, partitions: list[int], seconds: float, fan_in: int,
 
 
 PROFILES = {
-    "tiny": Profile(1, _workloads(2_000, [10], 1.0, 4, 8, 50.0), verify=True,
+    "tiny": Profile(1, _workloads(2_000, [10], 2_000, 1.0, 4, 8, 50.0), verify=True,
                     profile_seconds=1.0),
-    "quick": Profile(2, _workloads(100_000, [100, 1_000, 10_000], 3.0, 64, 200, 20.0)),
-    "full": Profile(5, _workloads(400_000, [100, 1_000, 10_000], 10.0, 64, 200, 20.0)),
+    "quick": Profile(2, _workloads(50_000, [100, 1_000, 10_000], 50_000, 2.0, 64, 200, 20.0)),
+    "full": Profile(5, _workloads(400_000, [100, 1_000, 10_000], 50_000, 10.0, 64, 200, 20.0)),
 }
