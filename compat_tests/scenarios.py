@@ -332,7 +332,7 @@ def delete_records(s: Session) -> None:
 
 
 def _codecs() -> list[Scenario]:
-    return [Scenario(f"codec-{c}", codec_scenario(c), "produce",
+    return [Scenario(f"codec-{c}", codec_scenario(c), "produce" if c == "none" else c,
                      f"50 records with headers, {c}, read from 0 and from inside the batch")
             for c in ("none", "gzip", "snappy", "lz4", "zstd")]
 
@@ -353,7 +353,8 @@ SCENARIOS: list[Scenario] = [
     Scenario("acks", acks, "produce", "acks 0, 1 and all"),
     Scenario("idempotent", idempotent, "produce", "one producer id, gapless sequences"),
     Scenario("auto-create", auto_create, "produce", "produce to a topic nobody created"),
-    Scenario("log-append-time", log_append_time, "produce", "the broker's append time"),
+    Scenario("log-append-time", log_append_time, "log-append-time",
+             "the broker's append time"),
     Scenario("admin-topics", admin_topics, "admin", "create, list, describe, delete a topic"),
     Scenario("admin-configs", admin_configs, "admin", "describe and alter a topic config"),
     Scenario("create-partitions", create_partitions, "admin", "grow a topic to 3 partitions"),
