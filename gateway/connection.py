@@ -85,9 +85,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     # ---- requests -------------------------------------------------------------------------------
 
-    def _on_frame(self, frame: bytearray) -> bool:
+    def _on_frame(self, view: memoryview) -> bool:
         """Decode one request and start its handler; False closes the connection."""
-        view = memoryview(frame)
         try:
             api_key, version, correlation_id = peek_api(view)
             handler = self.handlers.get(api_key)
@@ -110,6 +109,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         task = asyncio.ensure_future(handler.handle(ctx, request))
         self._queue.append((header, handler, task))
         task.add_done_callback(self._drain)
+        # records are views of the frame: its buffer is reused only once the handler is done
+        task.add_done_callback(lambda _: self._reader.release(view))
         return True
 
     def _unsupported(self, handler: Handler, version: int, correlation_id: int) -> bool:

@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 from gateway.frame_reader import DIRECT_FRAME, RECEIVE_BUFFER, FrameError, FrameReader
 
 
-def _feed(reader: FrameReader, data: bytes, cuts: list[int]) -> list[bytes]:
-    """Deliver ``data`` as the socket would: into reader-owned buffers, in pieces."""
+def _feed(reader: FrameReader, data: bytes, cuts: list[int], keep: bool = False) -> list:
+    """Deliver ``data`` as the socket would: into reader-owned buffers, in pieces. Frames come
+    back as bytes (or as the reader's own views with ``keep``)."""
     frames, pos, cut_iter = [], 0, iter(cuts)
     while pos < len(data):
         target = reader.get_buffer()
@@ -19,7 +20,7 @@ def _feed(reader: FrameReader, data: bytes, cuts: list[int]) -> list[bytes]:
         n = min(len(target), len(data) - pos, next(cut_iter, len(data)) or 1)
         target[:n] = data[pos:pos + n]
         pos += n
-        frames += [bytes(f) for f in reader.buffer_updated(n)]
+        frames += [f if keep else bytes(f) for f in reader.buffer_updated(n)]
     return frames
 
 
@@ -42,6 +43,7 @@ def test_frames_are_writable_and_independent_of_the_receive_buffer():
     target = reader.get_buffer()
     target[:len(data)] = data
     first, second = reader.buffer_updated(len(data))
+    assert isinstance(first, memoryview) and not first.readonly
     assert (bytes(first), bytes(second)) == (b"abc", b"def")
     first[0] = ord("z")
     assert bytes(second) == b"def"
@@ -55,3 +57,14 @@ def test_bad_sizes_raise(size):
     target[:4] = struct.pack(">i", size)
     with pytest.raises(FrameError):
         reader.buffer_updated(4)
+
+
+def test_large_frame_buffers_are_reused_after_release():
+    reader = FrameReader(max_frame=1 << 22)
+    body = b"q" * (DIRECT_FRAME * 2)
+    [first] = _feed(reader, struct.pack(">i", len(body)) + body, [], keep=True)
+    assert bytes(first) == body
+    reader.release(first)
+    [second] = _feed(reader, struct.pack(">i", len(body)) + b"r" * len(body), [], keep=True)
+    assert second.obj is first.obj  # the pooled buffer came back
+    assert bytes(second) == b"r" * len(body)
