@@ -24,6 +24,9 @@ def free_port() -> int:
 
 
 class BrokerProcess:
+    # settings under every instance's own overrides (a test suite shrinks segments with it)
+    default_overrides: dict[str, str] = {}
+
     def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None,
                  port: int | None = None, log_path: Path | None = None) -> None:
         self.data_dir = Path(data_dir)
@@ -38,7 +41,8 @@ class BrokerProcess:
 
     def command(self) -> list[str]:
         settings = {"log.dirs": str(self.data_dir), "listeners": f"127.0.0.1:{self.port}",
-                    "advertised.listeners": f"127.0.0.1:{self.port}", **self.overrides}
+                    "advertised.listeners": f"127.0.0.1:{self.port}",
+                    **self.default_overrides, **self.overrides}
         args = [sys.executable, "-m", "gateway", "serve"]
         for key, value in settings.items():
             args += ["--override", f"{key}={value}"]
