@@ -28,7 +28,8 @@ may be null when producing (the client picks). The operations (scenarios.py comp
   Positions are resolved before the answer (empty when subscribing).
 - poll {name, count, max_ms} -> {"records": [record with partition, offset, timestamp],
   "assignment": [partitions]}: polls until ``count`` records arrived or ``max_ms`` passed.
-- commit {name} -> {"committed": {p: o}}: commits the consumer's positions (synchronously).
+- commit {name, offsets} -> {"committed": {p: o}}: commits (synchronously) ``offsets``
+  ({p: o}, partitions of the consumer's assignment), or its positions when null.
 - consumer_close {name} -> {}
 """
 from __future__ import annotations

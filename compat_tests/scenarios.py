@@ -13,7 +13,7 @@ from kafka.partitioner.default import murmur2
 from compat_tests.contract import Record
 from compat_tests.session import POLL_MS, Session
 from compat_tests.stored import stored_batches
-from protocol.record_batch import CODECS
+from protocol.record_batch import CODECS, BatchHeader
 
 BASE_TS = 1_000_000  # record timestamps: far in the past, never what a clock would give
 LARGE_BYTES = 5 * 1024 * 1024
@@ -21,8 +21,12 @@ LARGE_TOPIC_MAX = 8 * 1024 * 1024
 MIDDLE = 25  # an offset inside the codec scenario's batch
 LOG_APPEND_TIME_FLAG = 0x08  # RecordBatch attributes: timestamp type
 GROUP_PARTITIONS = 4
+GROUP_COMMITTED_AT = 3  # of each partition's 10 records: a lone member's first poll reads more
 REBALANCE_ROUNDS = 60  # alternating polls of two members until both hold partitions
 SHORT_POLL_MS = 500
+COMMITTED_RECORDS = 10
+COMMITTED_AT = 6  # committed explicitly: neither 2 (asked for) nor 10 (all a poll may give)
+IDEMPOTENT_PARTITIONS = 2
 
 CODEC_RECORDS = tuple(Record(b"key-%d" % i, bytes([i % 251]) * (i * 37 % 2000),
                              (("h", b"%d" % i), ("i", b"x")), BASE_TS + i) for i in range(50))
@@ -180,17 +184,22 @@ def from_latest(s: Session) -> None:
 
 
 def from_committed(s: Session) -> None:
+    """An offset committed explicitly in the middle, away from the first consumer's position
+    (a poll may return more records than asked), is where the group's next consumer starts.
+    (The group scenario checks a subscribing member's resume the same way.)"""
     topic = s.topic("committed", 1)
     group = s.name("committed-group")
-    s.produce(topic, [Record(None, b"c-%d" % i) for i in range(10)])
+    s.produce(topic, [Record(None, b"c-%d" % i) for i in range(COMMITTED_RECORDS)])
     s.open("first", topic, [0], group=group, start="earliest")
-    expect(_offsets(s.poll("first", 4))[:4] == [0, 1, 2, 3], "first consumer: offsets 0-3")
-    committed = s.call("commit", name="first")["committed"]
+    expect(_offsets(s.poll("first", 2))[:2] == [0, 1], "first consumer: offsets 0 and 1")
+    committed = s.call("commit", name="first", offsets={"0": COMMITTED_AT})["committed"]
+    expect(committed == {"0": COMMITTED_AT}, f"committed {committed}, asked {COMMITTED_AT}")
     s.close("first")
+    want = list(range(COMMITTED_AT, COMMITTED_RECORDS))
     positions = s.open("second", topic, [0], group=group, start="committed")
-    expect(positions == committed, f"resumed at {positions}, committed {committed}")
-    got = s.poll("second", 10 - committed["0"])
-    expect(_offsets(got) == list(range(committed["0"], 10)), f"resumed: {_offsets(got)}")
+    expect(positions == {"0": COMMITTED_AT}, f"resumed at {positions}, committed {COMMITTED_AT}")
+    got = _offsets(s.poll("second", len(want)))
+    expect(got == want, f"assigned at the committed offset: read {got}, want {want}")
 
 
 def group(s: Session) -> None:
@@ -204,7 +213,9 @@ def group(s: Session) -> None:
     first = s.poll_raw("a", 20, POLL_MS)
     expect(first["assignment"] == list(range(GROUP_PARTITIONS)),
            f"the lone member holds {first['assignment']}")
-    committed = s.call("commit", name="a")["committed"]
+    middle = {str(p): GROUP_COMMITTED_AT for p in range(GROUP_PARTITIONS)}
+    committed = s.call("commit", name="a", offsets=middle)["committed"]
+    expect(committed == middle, f"committed {committed}, asked {middle}")
     s.open("b", topic, None, group=name)
     a_parts, b_parts = _rebalance(s)
     expect(sorted(a_parts + b_parts) == list(range(GROUP_PARTITIONS)) and a_parts and b_parts,
@@ -212,10 +223,16 @@ def group(s: Session) -> None:
     s.close("a")
     s.close("b")
     want = sorted((p["partition"], p["offset"]) for p in sent
-                  if p["offset"] >= committed.get(str(p["partition"]), 0))
+                  if p["offset"] >= GROUP_COMMITTED_AT)
     s.open("c", topic, None, group=name)
     got = sorted((r.partition, r.offset) for r in s.poll("c", len(want)))
-    expect(got == want, f"resumed from {committed}: read {len(got)} records, want {len(want)}")
+    expect(got == want, f"resumed from offset {GROUP_COMMITTED_AT} of each partition: read "
+                        f"{len(got)} records from {_firsts(got)}, want {len(want)}")
+
+
+def _firsts(read: list[tuple[int, int]]) -> dict[int, int]:
+    """The first offset read of each partition."""
+    return {p: min(o for q, o in read if q == p) for p in sorted({p for p, _ in read})}
 
 
 def _rebalance(s: Session) -> tuple[list[int], list[int]]:
@@ -230,18 +247,32 @@ def _rebalance(s: Session) -> tuple[list[int], list[int]]:
 
 
 def idempotent(s: Session) -> None:
-    topic = s.topic("idempotent", 1)
-    records = [Record(b"id-%d" % i, b"value-%d" % i) for i in range(100)]
-    s.produce(topic, records, idempotent=True, batch_bytes=512, linger_ms=5)
-    same_records(s.read(topic, 0, "earliest", 100), records, False, "idempotent")
-    batches = stored_batches(s.bootstrap, topic)
-    ids = {b.producer_id for b in batches}
+    """Every stored batch, however the client split the records, carries the one producer id
+    the broker assigned, epoch 0 and the next sequence of its partition."""
+    topic = s.topic("idempotent", IDEMPOTENT_PARTITIONS)
+    records = [Record(b"id-%d" % i, b"value-%d" % i) for i in range(100)]  # keys spread them
+    sent = s.produce(topic, records, idempotent=True, batch_bytes=512, linger_ms=5)
+    ids: set[int] = set()
+    for partition in range(IDEMPOTENT_PARTITIONS):
+        mine = [r for r, placed in zip(records, sent, strict=True)
+                if placed["partition"] == partition]
+        same_records(s.read(topic, partition, "earliest", len(mine)), mine, False,
+                     f"idempotent, partition {partition}")
+        batches = stored_batches(s.bootstrap, topic, partition)
+        ids |= {b.producer_id for b in batches}
+        _check_sequences(batches, partition, len(mine))
     expect(len(ids) == 1 and min(ids) >= 0, f"producer ids {ids}: want one, assigned")
+
+
+def _check_sequences(batches: list[BatchHeader], partition: int, records: int) -> None:
     sequence = 0
     for batch in batches:
+        where = f"partition {partition}, batch at {batch.base_offset}"
+        expect(batch.producer_epoch == 0, f"{where}: epoch {batch.producer_epoch}, want 0")
         expect(batch.base_sequence == sequence,
-               f"batch at {batch.base_offset}: sequence {batch.base_sequence}, want {sequence}")
+               f"{where}: sequence {batch.base_sequence}, want {sequence}")
         sequence += batch.record_count
+    expect(sequence == records, f"partition {partition}: {sequence} records stored, {records} sent")
 
 
 def acks(s: Session) -> None:
@@ -348,10 +379,13 @@ SCENARIOS: list[Scenario] = [
     Scenario("seek-timestamp", seek_timestamp, "produce", "seek to a timestamp"),
     Scenario("from-earliest", from_earliest, "produce", "consume from the earliest offset"),
     Scenario("from-latest", from_latest, "produce", "consume from the latest offset"),
-    Scenario("from-committed", from_committed, "groups", "resume from a committed offset"),
-    Scenario("group", group, "groups", "join, rebalance to two members, commit, resume"),
+    Scenario("from-committed", from_committed, "groups",
+             "an offset committed in the middle is where the group's next consumer starts"),
+    Scenario("group", group, "groups",
+             "join, rebalance to two members, commit mid-partition, a new member resumes there"),
     Scenario("acks", acks, "produce", "acks 0, 1 and all"),
-    Scenario("idempotent", idempotent, "produce", "one producer id, gapless sequences"),
+    Scenario("idempotent", idempotent, "produce",
+             "every stored batch: one producer id, epoch 0, gapless sequences per partition"),
     Scenario("auto-create", auto_create, "produce", "produce to a topic nobody created"),
     Scenario("log-append-time", log_append_time, "log-append-time",
              "the broker's append time"),

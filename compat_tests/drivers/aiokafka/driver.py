@@ -156,11 +156,13 @@ class Driver:
                 out += [_record(r) for r in batch]
         return {"records": out, "assignment": sorted(tp.partition for tp in consumer.assignment())}
 
-    async def _commit(self, name: str) -> dict:
+    async def _commit(self, name: str, offsets: dict[str, int] | None = None) -> dict:
         consumer = self.consumers[name]
-        positions = {tp: await consumer.position(tp) for tp in consumer.assignment()}
-        await consumer.commit({tp: OffsetAndMetadata(o, "") for tp, o in positions.items()})
-        return {"committed": {str(tp.partition): o for tp, o in positions.items()}}
+        chosen = {tp: await consumer.position(tp) if offsets is None
+                  else offsets[str(tp.partition)] for tp in consumer.assignment()
+                  if offsets is None or str(tp.partition) in offsets}
+        await consumer.commit({tp: OffsetAndMetadata(o, "") for tp, o in chosen.items()})
+        return {"committed": {str(tp.partition): o for tp, o in chosen.items()}}
 
     async def _consumer_close(self, name: str) -> None:
         await self.consumers.pop(name).stop()

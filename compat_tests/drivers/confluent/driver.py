@@ -164,12 +164,16 @@ class Driver:
         return {"records": out,
                 "assignment": sorted(tp.partition for tp in consumer.assignment())}
 
-    def commit(self, name: str) -> dict:
+    def commit(self, name: str, offsets: dict[str, int] | None = None) -> dict:
         consumer = self.consumers[name]
-        positions = [tp for tp in consumer.position(consumer.assignment()) if tp.offset >= 0]
-        if positions:
-            consumer.commit(offsets=positions, asynchronous=False)
-        return {"committed": {str(tp.partition): tp.offset for tp in positions}}
+        if offsets is None:
+            chosen = [tp for tp in consumer.position(consumer.assignment()) if tp.offset >= 0]
+        else:
+            chosen = [TopicPartition(tp.topic, tp.partition, offsets[str(tp.partition)])
+                      for tp in consumer.assignment() if str(tp.partition) in offsets]
+        if chosen:
+            consumer.commit(offsets=chosen, asynchronous=False)
+        return {"committed": {str(tp.partition): tp.offset for tp in chosen}}
 
     def consumer_close(self, name: str) -> None:
         self.consumers.pop(name).close()

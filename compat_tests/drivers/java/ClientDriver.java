@@ -131,24 +131,34 @@ public final class ClientDriver {
                 return open(r);
             case "poll":
                 return poll(r);
-            case "commit": {
-                KafkaConsumer<byte[], byte[]> consumer = consumers.get((String) r.get("name"));
-                Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
-                Json committed = new Json();
-                for (TopicPartition tp : consumer.assignment()) {
-                    long position = consumer.position(tp);
-                    offsets.put(tp, new OffsetAndMetadata(position));
-                    committed.put(String.valueOf(tp.partition()), position);
-                }
-                consumer.commitSync(offsets);
-                return new Json().put("committed", committed);
-            }
+            case "commit":
+                return commit(r);
             case "consumer_close":
                 consumers.remove((String) r.get("name")).close();
                 return new Json();
             default:
                 throw new IllegalArgumentException("unknown op " + r.get("op"));
         }
+    }
+
+    /** Commits the offsets asked for ({partition: offset}), or the positions when none are given. */
+    @SuppressWarnings("unchecked")
+    Json commit(Map<String, Object> r) {
+        KafkaConsumer<byte[], byte[]> consumer = consumers.get((String) r.get("name"));
+        Map<String, Object> asked = (Map<String, Object>) r.get("offsets");
+        Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+        Json committed = new Json();
+        for (TopicPartition tp : consumer.assignment()) {
+            String partition = String.valueOf(tp.partition());
+            if (asked != null && !asked.containsKey(partition)) {
+                continue;
+            }
+            long offset = asked == null ? consumer.position(tp) : (Long) asked.get(partition);
+            offsets.put(tp, new OffsetAndMetadata(offset));
+            committed.put(partition, offset);
+        }
+        consumer.commitSync(offsets);
+        return new Json().put("committed", committed);
     }
 
     @SuppressWarnings("unchecked")

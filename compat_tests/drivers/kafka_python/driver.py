@@ -133,11 +133,13 @@ class Driver:
                 out += [_record(r) for r in batch]
         return {"records": out, "assignment": sorted(tp.partition for tp in consumer.assignment())}
 
-    def commit(self, name: str) -> dict:
+    def commit(self, name: str, offsets: dict[str, int] | None = None) -> dict:
         consumer = self.consumers[name]
-        positions = {tp: consumer.position(tp) for tp in consumer.assignment()}
-        consumer.commit({tp: kafka.OffsetAndMetadata(o, "", -1) for tp, o in positions.items()})
-        return {"committed": {str(tp.partition): o for tp, o in positions.items()}}
+        chosen = {tp: consumer.position(tp) if offsets is None else offsets[str(tp.partition)]
+                  for tp in consumer.assignment()
+                  if offsets is None or str(tp.partition) in offsets}
+        consumer.commit({tp: kafka.OffsetAndMetadata(o, "", -1) for tp, o in chosen.items()})
+        return {"committed": {str(tp.partition): o for tp, o in chosen.items()}}
 
     def consumer_close(self, name: str) -> None:
         self.consumers.pop(name).close()

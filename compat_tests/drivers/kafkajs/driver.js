@@ -184,16 +184,14 @@ async function poll ({ name, count, max_ms: maxMs }) {
   return { records, assignment: c.assignment }
 }
 
-async function commit ({ name }) {
+// offsets: {partition: offset} to commit, or null for the consumer's position
+async function commit ({ name, offsets }) {
   const c = consumers.get(name)
-  if (c.consumer) {
-    const partitions = Object.entries(c.returned).map(([p, o]) => ({ topic: c.topic, partition: Number(p), offset: String(o) }))
-    await c.consumer.commitOffsets(partitions)
-    return { committed: c.returned }
-  }
-  const partitions = Object.entries(c.offsets).map(([p, o]) => ({ partition: Number(p), offset: String(o) }))
-  await admin.setOffsets({ groupId: c.group, topic: c.topic, partitions })
-  return { committed: c.offsets }
+  const chosen = offsets ?? (c.consumer ? c.returned : c.offsets)
+  const partitions = Object.entries(chosen).map(([p, o]) => ({ topic: c.topic, partition: Number(p), offset: String(o) }))
+  if (c.consumer) await c.consumer.commitOffsets(partitions)
+  else await admin.setOffsets({ groupId: c.group, topic: c.topic, partitions })
+  return { committed: chosen }
 }
 
 async function close ({ name }) {
