@@ -266,18 +266,13 @@ class MessageStore:
             return result
         total = 0
         buffers = result.buffers
-        while offset < end:
-            phy, size, _ = queue.get(offset)
-            entry = self.commit_log.entry(phy, size) if size else None
-            if entry is None:
-                break
-            count, base = COUNT_AND_BASE.unpack_from(entry, 16)
+        for entry, after in self._entries(queue, offset):
             body = body_of(entry)
             if total + len(body) > max_bytes and (buffers or not min_one):
                 break
             buffers.append(body)
             total += len(body)
-            offset = base + count
+            offset = after
         result.next_offset = offset
         return result
 
@@ -295,17 +290,7 @@ class MessageStore:
         queue, _ = self._queue(topic, partition)
         if queue is None:
             return -1
-        offset, end = self._log_start(queue), queue.max_offset
-        total = 0
-        while offset < end:
-            phy, size, _ = queue.get(offset)
-            entry = self.commit_log.entry(phy, size) if size else None
-            if entry is None:
-                break
-            count, base = COUNT_AND_BASE.unpack_from(entry, 16)
-            total += size
-            offset = max(base + count, offset + 1)
-        return total
+        return sum(len(entry) for entry, _ in self._entries(queue, self._log_start(queue)))
 
     def offset_for_timestamp(self, topic: str, partition: int, timestamp: int
                              ) -> tuple[int, int] | None:
@@ -389,6 +374,19 @@ class MessageStore:
         self.dispatcher.listeners.append(listener)
 
     # ---- helpers --------------------------------------------------------------------------------
+
+    def _entries(self, queue: ConsumeQueue, offset: int) -> Iterator[tuple[memoryview, int]]:
+        """The CommitLog entries of a partition's batches from the one holding ``offset`` on,
+        each with the offset after its batch."""
+        end = queue.max_offset
+        while offset < end:
+            phy, size, _ = queue.get(offset)
+            entry = self.commit_log.entry(phy, size) if size else None
+            if entry is None:
+                return
+            count, base = COUNT_AND_BASE.unpack_from(entry, 16)
+            offset = max(base + count, offset + 1)
+            yield entry, offset
 
     def _queue(self, topic: str, partition: int) -> tuple[ConsumeQueue | None, StoreStatus]:
         record = self.table.topics.get(topic)

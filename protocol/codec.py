@@ -281,17 +281,26 @@ class _Generator:
     def present(self, fields: list[FieldSpec]) -> list[FieldSpec]:
         return [f for f in fields if self.version in f.versions]
 
-    # -- decoding
-
-    def decoder(self, name: str, fields: list[FieldSpec]) -> str:
-        fn = f"d_{name}"
+    def _begin(self, fn: str, fields: list[FieldSpec], nested: Callable
+               ) -> list[FieldSpec] | None:
+        """The fields this version has, once the functions of its nested structs exist (made
+        by ``nested``); None when ``fn`` was generated already."""
         if fn in self.done:
-            return fn
+            return None
         self.done.add(fn)
         present = self.present(fields)
         for spec in present:
             if spec.fields is not None:
-                self.decoder(spec.element, spec.fields)
+                nested(spec.element, spec.fields)
+        return present
+
+    # -- decoding
+
+    def decoder(self, name: str, fields: list[FieldSpec]) -> str:
+        fn = f"d_{name}"
+        present = self._begin(fn, fields, self.decoder)
+        if present is None:
+            return fn
         flexible = self.flexible()
         out = [f"def {fn}(buf, pos):", f"    o = C_{name}()"]
         for spec in present:
@@ -368,13 +377,9 @@ class _Generator:
 
     def encoder(self, name: str, fields: list[FieldSpec]) -> str:
         fn = f"e_{name}"
-        if fn in self.done:
+        present = self._begin(fn, fields, self.encoder)
+        if present is None:
             return fn
-        self.done.add(fn)
-        present = self.present(fields)
-        for spec in present:
-            if spec.fields is not None:
-                self.encoder(spec.element, spec.fields)
         flexible = self.flexible()
         out = [f"def {fn}(o, w, buf):"]
         for spec in present:
