@@ -36,6 +36,7 @@ from bench.workloads import (
     latency,
     produce,
     read_back,
+    warm_partitions,
 )
 
 HALF = 0.5  # the latency workload's offered load, a share of the slowest broker's maximum
@@ -84,10 +85,13 @@ class Harness:
             if workload.kind == LATENCY:
                 rate = self.half_load()
                 return self._timed(target, lambda: latency(target, workload, topic, rate))
+            warm = workload.partitions if workload.partitions > 1 else 0
+            if warm:
+                warm_partitions(target, topic, warm)
             measurement = self._timed(target, lambda: produce(target, workload, topic))
             if self.profile.verify and not measurement.error:
                 measurement.consumed = read_back(target, topic, workload.partitions,
-                                                 measurement.acked)
+                                                 measurement.acked + warm) - warm
             return measurement
         finally:
             topics.delete(target.bootstrap, topic)

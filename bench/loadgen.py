@@ -48,7 +48,7 @@ class Producers:
                   "compression.type": "none"}
         self.clients = [Producer(config) for _ in range(args.producers)]
         self.args = args
-        self.run_length = max(1, RUN_BYTES // args.size)
+        self.run_length = args.run or max(1, RUN_BYTES // args.size)
         self.delivered = self.failed = 0
         self.latencies_us: list[int] = []
 
@@ -152,6 +152,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--acks", default="1")
     parser.add_argument("--partitions", type=int, default=1, help="produce round-robin to")
+    parser.add_argument("--run", type=int, default=0,
+                        help="records in a row to one partition (0: 16 KiB worth)")
     parser.add_argument("--partition-list", default="0", help="consume from, comma-separated")
     parser.add_argument("--producers", type=int, default=1, help="clients in this process")
     parser.add_argument("--rate", type=float, default=0, help="records/s per producer, 0: max")

@@ -105,6 +105,14 @@ def produce(target: Target, workload: Workload, topic: str) -> Measurement:
     return _merge(workload, results, consumed=None, latency_from=results)
 
 
+def warm_partitions(target: Target, topic: str, partitions: int) -> None:
+    """Untimed: one record to every partition, so a measurement sees the steady state (a
+    partition's ConsumeQueue file is created on its first record, as bench.store warms its
+    partitions too); brokers that create their files with the topic pay nothing extra."""
+    _collect([_start(_generator(target, "produce", topic, partitions, partitions=partitions,
+                                run=1))])
+
+
 def fetch(target: Target, workload: Workload, topic: str, backlog: Measurement) -> Measurement:
     """``consumers`` processes read the backlog to its end, one partition each (a fetch of
     several partitions at once stalls noida-db 0.2.2: it serves one of them only)."""

@@ -95,7 +95,7 @@ def bench_codec(
 
 @bench_app.command("brokers", help="Throughput and latency of CommitGate (ASYNC_FLUSH and "
                                    "SYNC_FLUSH) beside noida-db, Tansu (pip install -e "
-                                   "'.[bench]') and any broker given by address, in alternating "
+                                   "'.\\[bench]') and any broker given by address, in alternating "
                                    "rounds; a table of medians, results.json and PNG charts.")
 def bench_brokers(
     against: Annotated[list[str], typer.Option(help="NAME=HOST:PORT, may repeat")] = [],  # noqa: B006
