@@ -55,8 +55,11 @@ class ConsumerMember:
 
     def owned(self) -> list[tuple[uuid.UUID, int]]:
         """Every partition this member holds: assigned or still to be revoked."""
-        return [(t, p) for a in (self.assigned, self.pending_revocation)
-                for t, parts in a.items() for p in parts]
+        return pairs(self.assigned) + pairs(self.pending_revocation)
+
+
+def pairs(assignment: Assignment) -> list[tuple[uuid.UUID, int]]:
+    return [(t, p) for t, parts in assignment.items() for p in parts]
 
 
 def copy_assignment(assignment: Assignment) -> Assignment:

@@ -7,8 +7,9 @@ partition counts of subscribed topics) bumps the group epoch; a group epoch past
 assignment's runs the server-side assignor; then the member is reconciled one step towards its
 target (``consumer_group.reconcile``), which revokes before it assigns. A member that does not
 revoke within its rebalance timeout, or sends no heartbeat within
-``group.consumer.session.timeout.ms``, is fenced: removed, and the group epoch bumped. Epoch
-bumps are written to ``__consumer_offsets`` before the answer.
+``group.consumer.session.timeout.ms``, is fenced: removed, and the group epoch bumped. What a
+request changed (``consumer_records.changes``) is written to ``__consumer_offsets`` before the
+answer, so a restarted broker knows the same members, epochs and assignments.
 """
 from __future__ import annotations
 
@@ -29,8 +30,10 @@ from gateway.groups.consumer_group import (
     ConsumerMember,
     MemberState,
     is_subset,
+    pairs,
     reconcile,
 )
+from gateway.groups.consumer_records import GroupImage, Record, changes, image
 from gateway.groups.group import ClassicGroup, GroupState
 from protocol.errors import ErrorCode
 
@@ -78,14 +81,14 @@ class ConsumerMembership:
     def __init__(self, config: BrokerConfig, groups: dict[str, ConsumerGroup],
                  classic: dict[str, ClassicGroup],
                  topic_info: Callable[[str], tuple[uuid.UUID, int] | None],
-                 store_epoch: Callable[[ConsumerGroup], Awaitable[ErrorCode]],
+                 store: Callable[[str, list[Record]], Awaitable[ErrorCode]],
                  drop_classic: Callable[[ClassicGroup], None],
                  spawn: Callable[[Awaitable], None]) -> None:
         self.config = config
         self.groups = groups
         self.classic = classic
         self.topic_info = topic_info
-        self.store_epoch = store_epoch
+        self.store = store
         self.drop_classic = drop_classic
         self.spawn = spawn
 
@@ -173,27 +176,23 @@ class ConsumerMembership:
 
     async def _heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
         group = self._group(req.group_id, req.epoch == 0)
+        before = image(group)
         member_id = req.member_id or new_member_id()
         member = self._member(group, req, member_id)
         if member_id not in group.members:
             log.info("group %s: member %s joins (consumer protocol)", group.group_id, member_id)
         updated = _updated(member, req)
         group.put(updated)
-        bumped = updated.subscribed != member.subscribed
         topics = self._topics(group.subscribed_topics())
-        if bumped or topics != group.topics:
+        if updated.subscribed != member.subscribed or topics != group.topics:
             group.epoch += 1
             group.topics = topics
-            bumped = True
             log.info("group %s: epoch %d", group.group_id, group.epoch)
         if group.epoch > group.assignment_epoch:
             self._assign(group)
         final = self._reconcile(group, group.members[member_id], req.owned)
         self._schedule_session(group, final)
-        if bumped:
-            error = await self.store_epoch(group)
-            if error is not ErrorCode.NONE:
-                raise HeartbeatError(error, "the group epoch could not be stored")
+        await self._store(group, before)
         full = req.epoch == 0 or (req.rebalance_timeout_ms != -1 and
                                   req.subscribed is not None and req.owned is not None)
         changed = final.assigned != member.assigned
@@ -220,10 +219,15 @@ class ConsumerMembership:
         group.put(moved)
         _cancel(moved.rebalance_timer)
         moved.rebalance_timer = None
-        if moved.state is MemberState.UNREVOKED_PARTITIONS:
-            moved.rebalance_timer = _later(moved.rebalance_timeout_ms, self._revocation_expired,
-                                           group, moved.member_id, moved.epoch)
+        self._schedule_revocation(group, moved)
         return moved
+
+    def _schedule_revocation(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        """A member with partitions to give up has its rebalance timeout to do it."""
+        if member.state is MemberState.UNREVOKED_PARTITIONS:
+            member.rebalance_timer = _later(member.rebalance_timeout_ms,
+                                            self._revocation_expired, group, member.member_id,
+                                            member.epoch)
 
     # ---- leaving and fencing -----------------------------------------------------------------
 
@@ -231,6 +235,7 @@ class ConsumerMembership:
         group = self.groups.get(req.group_id)
         if group is None:
             self._group(req.group_id, create=False)  # raises the right GROUP_ID_NOT_FOUND
+        before = image(group)
         if req.instance_id is None:
             member = group.members.get(req.member_id)
             if member is None:
@@ -245,12 +250,16 @@ class ConsumerMembership:
                                   rebalance_timer=None))
                 log.info("group %s: static member %s left for a while", group.group_id,
                          req.instance_id)
+                await self._store(group, before)
                 return HeartbeatResult(member_id=member.member_id, epoch=STATIC_LEAVE_EPOCH)
         self._remove(group, member, "left the group")
-        error = await self.store_epoch(group)
-        if error is not ErrorCode.NONE:
-            raise HeartbeatError(error, "the group epoch could not be stored")
+        await self._store(group, before)
         return HeartbeatResult(member_id=req.member_id, epoch=req.epoch)
+
+    async def _store(self, group: ConsumerGroup, before: GroupImage) -> None:
+        error = await self.store(group.group_id, changes(group, before))
+        if error is not ErrorCode.NONE:
+            raise HeartbeatError(error, "the group metadata could not be stored")
 
     def _remove(self, group: ConsumerGroup, member: ConsumerMember, why: str) -> None:
         """Fence a member: it goes, its partitions are free, the group epoch moves on."""
@@ -264,8 +273,27 @@ class ConsumerMembership:
         member = group.members.get(member_id)
         if member is None or self.groups.get(group.group_id) is not group:
             return
+        before = image(group)
         self._remove(group, member, why)
-        self.spawn(self.store_epoch(group))
+        self.spawn(self.store(group.group_id, changes(group, before)))
+
+    def resume(self, group: ConsumerGroup) -> None:
+        """A group loaded at start: every member gets a new session (Kafka restarts the timers
+        at load), and one that still has partitions to revoke a new rebalance timeout. The
+        assignors give out every partition of the subscribed topics, so a target that does not
+        cover exactly those means topics changed while the broker was down: new group epoch."""
+        group.topics = self._topics(group.subscribed_topics())
+        covered = {tp for target in group.target.values() for tp in pairs(target)}
+        wanted = {(tid, p) for tid, count in group.topics.values() for p in range(count)}
+        if group.members and covered != wanted:
+            before = image(group)
+            group.epoch += 1
+            log.info("group %s: subscribed topics changed while down, epoch %d",
+                     group.group_id, group.epoch)
+            self.spawn(self.store(group.group_id, changes(group, before)))
+        for member in group.members.values():
+            self._schedule_session(group, member)
+            self._schedule_revocation(group, member)
 
     def _schedule_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         _cancel(member.session_timer)

@@ -16,6 +16,7 @@ from engine import MessageStore
 from gateway.config import BrokerConfig
 from gateway.groups.consumer_group import ConsumerGroup
 from gateway.groups.consumer_membership import ConsumerMembership
+from gateway.groups.consumer_records import KINDS, Record, deletion, replay
 from gateway.groups.group import CONSUMER_PROTOCOL, ClassicGroup, GroupState
 from gateway.groups.membership import Membership
 from gateway.groups.offsets import OffsetManager
@@ -23,11 +24,8 @@ from gateway.groups.offsets_topic import OffsetsTopic
 from gateway.groups.records import (
     GroupValue,
     RecordFormatError,
-    consumer_group_key,
-    consumer_group_value,
     group_key,
     group_value,
-    read_consumer_group_value,
     read_group_value,
     read_key,
     read_offset_value,
@@ -69,6 +67,8 @@ class GroupCoordinator:
         self._load()
         for group in self.groups.values():
             self.membership.resume(group)
+        for consumer_group in self.consumer_groups.values():
+            self.consumer.resume(consumer_group)
         self._expiry_task = asyncio.get_running_loop().create_task(self._expire_loop(),
                                                                    name="offset-expiry")
         log.info("group coordinator: %d groups, %d with committed offsets loaded",
@@ -88,11 +88,12 @@ class GroupCoordinator:
         table = self.offsets.table
         for key, value in self.topic.replay():
             try:
-                kind, group_id, topic, partition = read_key(key)
+                parsed = read_key(key)
+                kind, group_id, topic, partition = parsed
                 if kind == "group":
                     self._load_group(group_id, value)
-                elif kind == "consumer_group":
-                    self._load_consumer_group(group_id, value)
+                elif kind in KINDS:
+                    replay(self.consumer_groups, parsed, value)
                 elif value is None:
                     table.get(group_id, {}).pop((topic, partition), None)
                 else:
@@ -120,14 +121,6 @@ class GroupCoordinator:
         group.leader = stored.leader if stored.leader in group.members else group.leader
         self.groups[group_id] = group
 
-    def _load_consumer_group(self, group_id: str, value: bytes | None) -> None:
-        """A KIP-848 group comes back Empty at its epoch: members rejoin (they are not stored)."""
-        if value is None:
-            self.consumer_groups.pop(group_id, None)
-        else:
-            self.consumer_groups[group_id] = ConsumerGroup(group_id,
-                                                           read_consumer_group_value(value))
-
     async def store_group(self, group: ClassicGroup) -> ErrorCode:
         """Write the group's metadata (members and assignment) as it is now."""
         value = GroupValue(group.protocol_type or "", group.generation, group.protocol_name,
@@ -136,11 +129,9 @@ class GroupCoordinator:
                                       [(group_key(group.group_id), group_value(value))],
                                       lambda: None)
 
-    async def store_consumer_group(self, group: ConsumerGroup) -> ErrorCode:
-        """Write a KIP-848 group's epoch as it is now."""
-        return await self.topic.write(group.group_id, [(consumer_group_key(group.group_id),
-                                                        consumer_group_value(group.epoch))],
-                                      lambda: None)
+    async def store_consumer_group(self, group_id: str, records: list[Record]) -> ErrorCode:
+        """Write what changed in a KIP-848 group (``consumer_records.changes``)."""
+        return await self.topic.write(group_id, records, lambda: None)
 
     # ---- one namespace for both kinds of group ----------------------------------------------
 
@@ -157,8 +148,7 @@ class GroupCoordinator:
         if group.members:
             return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
         self._forget_consumer_group(group)
-        self.membership.spawn(self.topic.write(group_id, [(consumer_group_key(group_id), None)],
-                                               lambda: None))
+        self.membership.spawn(self.topic.write(group_id, deletion(group_id), lambda: None))
         return ErrorCode.NONE
 
     def _drop_classic(self, group: ClassicGroup) -> None:
@@ -230,7 +220,7 @@ class GroupCoordinator:
         group_id = group.group_id
         error = await self.offsets.remove(group_id, list(self.offsets.table.get(group_id, {})))
         if error is ErrorCode.NONE:
-            error = await self.topic.write(group_id, [(consumer_group_key(group_id), None)],
+            error = await self.topic.write(group_id, deletion(group_id),
                                            lambda: self._forget_consumer_group(group))
         return error
 

@@ -12,19 +12,39 @@ Kafka's tools could read the topic (strings: int16 length, -1 = null; bytes: int
                           members [member id string | instance id string? | client id string |
                                    client host string | rebalance timeout int32 |
                                    session timeout int32 | subscription bytes | assignment bytes]
-  ConsumerGroupMetadataKey    v3  version int16 | group string
-  ConsumerGroupMetadataValue  v0  version int16 | epoch int32 | no tagged fields (one 0 byte)
 
-(A KIP-848 group keeps only its epoch here: its members are not stored and rejoin after a
-restart, see docs/architecture.md.) A null value is a tombstone: the offset or the group was deleted.
+KIP-848 groups (keys as above; values are "flexible": compact strings and arrays, a uvarint
+length + 1 with 0 = null, uuids as 16 bytes, and an empty tagged-field section, one 0 byte,
+closing every struct):
+
+  ConsumerGroupMetadataKey                  v3  version int16 | group string
+  ConsumerGroupMetadataValue                v0  version int16 | epoch int32
+  ConsumerGroupMemberMetadataKey            v5  version int16 | group string | member string
+  ConsumerGroupMemberMetadataValue          v0  version int16 | instance id? | rack id? |
+                                                client id | client host | subscribed [string] |
+                                                regex? | rebalance timeout int32 | assignor?
+  ConsumerGroupTargetAssignmentMetadataKey  v6  version int16 | group string
+  ConsumerGroupTargetAssignmentMetadataValue v0 version int16 | assignment epoch int32
+  ConsumerGroupTargetAssignmentMemberKey    v7  version int16 | group string | member string
+  ConsumerGroupTargetAssignmentMemberValue  v0  version int16 | [topic id uuid | [int32]]
+  ConsumerGroupCurrentMemberAssignmentKey   v8  version int16 | group string | member string
+  ConsumerGroupCurrentMemberAssignmentValue v0  version int16 | member epoch int32 |
+                                                previous epoch int32 | state int8 |
+                                                assigned [topic id uuid | [int32]] |
+                                                pending revocation [topic id uuid | [int32]]
+
+A null value is a tombstone: the offset, the member or the group was deleted.
 """
 from __future__ import annotations
 
 import struct
+import uuid
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from gateway.groups.consumer_group import Assignment, ConsumerMember, MemberState
 from gateway.groups.group import Member
+from protocol.codec import DecodeError, read_uvarint, uvarint
 
 I16 = struct.Struct(">h")
 I32 = struct.Struct(">i")
@@ -32,6 +52,16 @@ I64 = struct.Struct(">q")
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
 CONSUMER_GROUP_KEY_VERSION = 3
+MEMBER_KEY_VERSION = 5
+TARGET_EPOCH_KEY_VERSION = 6
+TARGET_MEMBER_KEY_VERSION = 7
+CURRENT_ASSIGNMENT_KEY_VERSION = 8
+MEMBER_KEY_KINDS = {MEMBER_KEY_VERSION: "member", TARGET_MEMBER_KEY_VERSION: "target",
+                    CURRENT_ASSIGNMENT_KEY_VERSION: "current"}
+# Kafka's MemberState codes in the current assignment record
+MEMBER_STATE_CODES = {MemberState.STABLE: 0, MemberState.UNREVOKED_PARTITIONS: 1,
+                      MemberState.UNRELEASED_PARTITIONS: 2}
+I8 = struct.Struct(">b")
 CONSUMER_GROUP_VALUE = 0
 NO_TAGGED_FIELDS = b"\x00"
 OFFSET_VALUE_EXPIRING = 1
@@ -44,10 +74,19 @@ class RecordFormatError(ValueError):
 
 
 class Key(NamedTuple):
-    kind: str  # "offset", "group" (classic) or "consumer_group" (KIP-848)
-    group: str
-    topic: str | None = None
+    kind: str  # "offset", "group" (classic); KIP-848: "consumer_group", "target_epoch",
+    group: str  # and per member "member", "target", "current"
+    topic: str | None = None  # the topic of an offset, the member of a member record
     partition: int = -1
+
+
+@dataclass(slots=True)
+class CurrentAssignment:
+    epoch: int
+    previous_epoch: int
+    state: MemberState
+    assigned: Assignment
+    pending_revocation: Assignment
 
 
 @dataclass(slots=True)
@@ -94,8 +133,53 @@ def consumer_group_key(group: str) -> bytes:
     return I16.pack(CONSUMER_GROUP_KEY_VERSION) + _string(group)
 
 
-def consumer_group_value(epoch: int) -> bytes:
+def epoch_value(epoch: int) -> bytes:
+    """A KIP-848 group's epoch, or its target assignment's epoch."""
     return I16.pack(CONSUMER_GROUP_VALUE) + I32.pack(epoch) + NO_TAGGED_FIELDS
+
+
+def target_epoch_key(group: str) -> bytes:
+    return I16.pack(TARGET_EPOCH_KEY_VERSION) + _string(group)
+
+
+def member_key(version: int, group: str, member_id: str) -> bytes:
+    """The key of a member's metadata, target or current assignment (a ``*_KEY_VERSION``)."""
+    return I16.pack(version) + _string(group) + _string(member_id)
+
+
+def _compact(text: str | None) -> bytes:
+    if text is None:
+        return uvarint(0)
+    data = text.encode()
+    return uvarint(len(data) + 1) + data
+
+
+def _array(items: list[bytes]) -> bytes:
+    return uvarint(len(items) + 1) + b"".join(items)
+
+
+def _partitions(assignment: Assignment) -> bytes:
+    return _array([topic.bytes + _array([I32.pack(p) for p in sorted(parts)]) +
+                   NO_TAGGED_FIELDS for topic, parts in sorted(assignment.items()) if parts])
+
+
+def member_value(member: ConsumerMember) -> bytes:
+    return (I16.pack(CONSUMER_GROUP_VALUE) + _compact(member.instance_id) +
+            _compact(member.rack_id) + _compact(member.client_id) +
+            _compact(member.client_host) + _array([_compact(t) for t in member.subscribed]) +
+            _compact(None) + I32.pack(member.rebalance_timeout_ms) +
+            _compact(member.server_assignor) + NO_TAGGED_FIELDS)
+
+
+def target_value(assignment: Assignment) -> bytes:
+    return I16.pack(CONSUMER_GROUP_VALUE) + _partitions(assignment) + NO_TAGGED_FIELDS
+
+
+def current_value(member: ConsumerMember) -> bytes:
+    return (I16.pack(CONSUMER_GROUP_VALUE) + I32.pack(member.epoch) +
+            I32.pack(member.previous_epoch) + I8.pack(MEMBER_STATE_CODES[member.state]) +
+            _partitions(member.assigned) + _partitions(member.pending_revocation) +
+            NO_TAGGED_FIELDS)
 
 
 def offset_value(value: OffsetValue) -> bytes:
@@ -132,6 +216,9 @@ class _Reader:
         self.pos += fmt.size
         return value
 
+    def i8(self) -> int:
+        return self._fixed(I8)
+
     def i16(self) -> int:
         return self._fixed(I16)
 
@@ -154,6 +241,41 @@ class _Reader:
     def bytes_(self) -> bytes:
         return self._take(self.i32())
 
+    def uvarint(self) -> int:
+        try:
+            value, self.pos = read_uvarint(memoryview(self.data), self.pos)
+        except DecodeError as exc:
+            raise RecordFormatError(str(exc)) from None
+        return value
+
+    def compact(self) -> str | None:
+        size = self.uvarint()
+        return None if size == 0 else self._take(size - 1).decode()
+
+    def count(self) -> int:
+        """A compact array's length, bounded by the bytes left (each item takes some)."""
+        count = self.uvarint() - 1
+        if not 0 <= count <= len(self.data) - self.pos:
+            raise RecordFormatError(f"bad array length {count}")
+        return count
+
+    def tags(self) -> None:
+        """Skip a tagged-field section (fields of later versions this broker does not use)."""
+        count = self.uvarint()
+        if count > len(self.data) - self.pos:
+            raise RecordFormatError(f"bad tagged field count {count}")
+        for _ in range(count):
+            self.uvarint()
+            self._take(self.uvarint())
+
+    def assignment(self) -> Assignment:
+        assignment: Assignment = {}
+        for _ in range(self.count()):
+            topic = uuid.UUID(bytes=self._take(16))
+            assignment[topic] = {self.i32() for _ in range(self.count())}
+            self.tags()
+        return assignment
+
 
 def read_key(data: bytes) -> Key:
     reader = _Reader(data)
@@ -165,15 +287,48 @@ def read_key(data: bytes) -> Key:
         return Key("group", group)
     if version == CONSUMER_GROUP_KEY_VERSION:
         return Key("consumer_group", group)
+    if version == TARGET_EPOCH_KEY_VERSION:
+        return Key("target_epoch", group)
+    if version in MEMBER_KEY_KINDS:
+        return Key(MEMBER_KEY_KINDS[version], group, reader.string() or "")
     raise RecordFormatError(f"unknown key version {version}")
 
 
-def read_consumer_group_value(data: bytes) -> int:
-    """The epoch of a KIP-848 group."""
+def _flexible(data: bytes) -> _Reader:
     reader = _Reader(data)
     if (version := reader.i16()) != CONSUMER_GROUP_VALUE:
-        raise RecordFormatError(f"unknown consumer group metadata version {version}")
-    return reader.i32()
+        raise RecordFormatError(f"unknown consumer group record value version {version}")
+    return reader
+
+
+def read_epoch_value(data: bytes) -> int:
+    """The group epoch or the target assignment epoch of a KIP-848 group."""
+    return _flexible(data).i32()
+
+
+def read_member_value(member_id: str, data: bytes) -> ConsumerMember:
+    reader = _flexible(data)
+    instance_id, rack_id = reader.compact(), reader.compact()
+    client_id, client_host = reader.compact() or "", reader.compact() or ""
+    subscribed = tuple(reader.compact() or "" for _ in range(reader.count()))
+    reader.compact()  # the subscribed regex: this broker takes topic names only
+    return ConsumerMember(member_id, instance_id, rack_id, client_id, client_host,
+                          rebalance_timeout_ms=reader.i32(), subscribed=subscribed,
+                          server_assignor=reader.compact())
+
+
+def read_target_value(data: bytes) -> Assignment:
+    return _flexible(data).assignment()
+
+
+def read_current_value(data: bytes) -> CurrentAssignment:
+    reader = _flexible(data)
+    epoch, previous, code = reader.i32(), reader.i32(), reader.i8()
+    states = {c: s for s, c in MEMBER_STATE_CODES.items()}
+    if code not in states:
+        raise RecordFormatError(f"unknown member state {code}")
+    return CurrentAssignment(epoch, previous, states[code], reader.assignment(),
+                             reader.assignment())
 
 
 def read_offset_value(data: bytes) -> OffsetValue:

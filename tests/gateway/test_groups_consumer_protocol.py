@@ -1,13 +1,14 @@
 """KIP-848 consumer groups over the wire: the ConsumerGroupHeartbeat state machine (join with
 epoch 0, server-side assignment, revocation before assignment, leave, fencing, static members),
 Kafka's error codes and messages, ConsumerGroupDescribe, the group id namespace shared with
-classic groups, OffsetCommit with member epochs, the group epoch surviving a restart; and the
+classic groups, OffsetCommit with member epochs, the whole group surviving a SIGKILL; and the
 Java client (kafka-clients 3.9, ``group.protocol=consumer``) consuming a topic in a group of two
 (compat_tests/drivers/java/ConsumerProtocolGroup.java, compiled with javac at test time)."""
 from __future__ import annotations
 
 import json
 import subprocess
+import time
 import uuid
 from pathlib import Path
 
@@ -284,20 +285,59 @@ def test_offset_commit_checks_the_member_epoch(client):
 
 # ---- durability --------------------------------------------------------------------------------
 
-def test_group_epoch_survives_a_restart_and_members_rejoin(fresh_broker: BrokerProcess):
+def members(described) -> dict[str, tuple]:
+    return {m.member_id: (m.member_epoch, m.instance_id, m.subscribed_topic_names,
+                          sorted(p for t in m.assignment.topic_partitions for p in t.partitions),
+                          sorted(p for t in m.target_assignment.topic_partitions
+                                 for p in t.partitions))
+            for m in described.members}
+
+
+def test_group_survives_a_sigkill_and_members_carry_on(tmp_path):
+    """Members, epochs and assignments come back from __consumer_offsets: both members go on
+    heartbeating at their epochs with their partitions; one that never returns is fenced
+    after the session timeout (its session restarted at load)."""
+    process = BrokerProcess(tmp_path / "data", {**SETTINGS,
+                                                "group.consumer.session.timeout.ms": "4000"})
     group = group_name()
-    with WireClient(fresh_broker.bootstrap) as client:
-        create_topic(client)
-        a = ok(heartbeat(client, group))
-    fresh_broker.kill()
-    fresh_broker.start()
-    with WireClient(fresh_broker.bootstrap) as client:
-        described = describe(client, group)
-        assert (described.error_code, described.group_state, described.group_epoch) == (
-            0, "Empty", 1)
-        gone = heartbeat(client, group, a.member_id, 1, owned=None)
-        assert gone.error_code == ErrorCode.UNKNOWN_MEMBER_ID  # the member rejoins
-        assert ok(heartbeat(client, group)).member_epoch == 2
+    process.start()
+    try:
+        with WireClient(process.bootstrap) as client:
+            create_topic(client)
+            a = ok(heartbeat(client, group, instance="i-a"))
+            b = ok(heartbeat(client, group, rebalance_ms=20_000))
+            kept = assigned(ok(heartbeat(client, group, a.member_id, 1, owned=assigned(a),
+                                         instance="i-a")))
+            ok(heartbeat(client, group, a.member_id, 1, owned=kept, instance="i-a"))
+            got = assigned(ok(heartbeat(client, group, b.member_id, 2, owned=[])))
+            before = describe(client, group)
+        assert (before.group_state, before.group_epoch) == ("Stable", 2)
+        process.kill()
+        process.start()
+        with WireClient(process.bootstrap) as client:
+            carry_on_after_restart(client, group, before, (a.member_id, kept), (b.member_id, got))
+    finally:
+        process.kill()
+
+
+def carry_on_after_restart(client, group, before, a, b) -> None:
+    after = describe(client, group)
+    assert (after.error_code, after.group_state, after.group_epoch, after.assignment_epoch) == (
+        0, "Stable", 2, 2)
+    assert members(after) == members(before)
+    assert members(after)[a[0]][:2] == (2, "i-a")
+    for (member_id, owned), instance in ((a, "i-a"), (b, None)):
+        again = ok(heartbeat(client, group, member_id, 2, owned=owned, subscribed=None,
+                             rebalance_ms=-1, instance=instance))
+        assert (again.member_epoch, again.assignment) == (2, None)  # nothing to change
+    for _ in range(200):  # b stays away: fenced after its session, a takes everything
+        alone = ok(heartbeat(client, group, a[0], 2, owned=a[1], subscribed=None,
+                             rebalance_ms=-1, instance="i-a"))
+        if alone.member_epoch == 3:
+            break
+        time.sleep(INTERVAL_MS / 1000)
+    assert alone.member_epoch == 3 and assigned(alone) == list(range(PARTITIONS))
+    assert list(members(describe(client, group))) == [a[0]]
 
 
 # ---- the Java client -------------------------------------------------------------------------
