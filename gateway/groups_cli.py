@@ -1,6 +1,10 @@
 """``commitgate groups``: the operator's view of consumer groups, over the wire from any broker
 (kafka-python's admin client): list them, describe one (state, protocol, members and their
-assignment) with the lag of each partition (log end offset minus committed offset)."""
+assignment) with the lag of each partition (log end offset minus committed offset).
+
+KIP-848 groups (``group.protocol=consumer``) are described with ConsumerGroupDescribe (group
+epoch, assignment epoch, assignor, member epochs), which kafka-python does not send: the raw
+wire client asks the bootstrap broker, which coordinates every group in CommitGate."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,6 +18,7 @@ groups_app = typer.Typer(help="Consumer groups: list, describe with members and 
                          no_args_is_help=True)
 Bootstrap = Annotated[str, typer.Option(help="a broker's host:port")]
 DEFAULT_BOOTSTRAP = "localhost:9092"
+CONSUMER_GROUP_DESCRIBE = 69
 
 
 @dataclass
@@ -35,7 +40,7 @@ def _admin(bootstrap: str):
     return KafkaAdminClient(bootstrap_servers=bootstrap, client_id="commitgate-groups")
 
 
-def _owners(described: dict) -> dict[tuple[str, int], str]:
+def _classic_owners(described: dict) -> dict[tuple[str, int], str]:
     """(topic, partition) -> the member it is assigned to."""
     owners = {}
     for member in described.get("members") or []:
@@ -47,11 +52,10 @@ def _owners(described: dict) -> dict[tuple[str, int], str]:
     return owners
 
 
-def lag_rows(admin, group: str, described: dict) -> list[PartitionLag]:
+def lag_rows(admin, group: str, owners: dict[tuple[str, int], str]) -> list[PartitionLag]:
     from kafka.admin import OffsetSpec
 
     committed = admin.list_group_offsets(group).get(group, {})
-    owners = _owners(described)
     partitions = set(committed) | {_tp(t, p) for t, p in owners}
     ends = admin.list_partition_offsets({tp: OffsetSpec.LATEST for tp in partitions}) \
         if partitions else {}
@@ -65,6 +69,23 @@ def _tp(topic: str, partition: int):
     from kafka import TopicPartition
 
     return TopicPartition(topic, partition)
+
+
+def consumer_group(bootstrap: str, group: str):
+    """The KIP-848 group's ConsumerGroupDescribe entry, None when it is no consumer group."""
+    from compat_tests.wire import WireClient
+    from protocol import messages
+    from protocol.errors import ErrorCode
+
+    request = messages.get("ConsumerGroupDescribeRequest").cls(group_ids=[group])
+    with WireClient(bootstrap) as client:
+        [described] = client.request(CONSUMER_GROUP_DESCRIBE, 0, request).groups
+    return None if described.error_code == ErrorCode.GROUP_ID_NOT_FOUND else described
+
+
+def _consumer_owners(members: list) -> dict[tuple[str, int], str]:
+    return {(t.topic_name, p): m.member_id for m in members
+            for t in m.assignment.topic_partitions for p in t.partitions}
 
 
 @groups_app.command("list", help="Every group with its state and protocol type.")
@@ -83,25 +104,47 @@ def list_groups(bootstrap: Bootstrap = DEFAULT_BOOTSTRAP) -> None:
 
 @groups_app.command("describe", help="One group: state, protocol, members, lag per partition.")
 def describe_group(group: str, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP) -> None:
+    kip848 = consumer_group(bootstrap, group)
     admin = _admin(bootstrap)
     try:
-        described = admin.describe_groups([group])[group]
-        rows = lag_rows(admin, group, described)
+        described = None if kip848 else admin.describe_groups([group])[group]
+        rows = lag_rows(admin, group, _consumer_owners(kip848.members) if kip848
+                        else _classic_owners(described))
     finally:
         admin.close()
     console = Console()
-    console.print(f"group [bold]{group}[/]: {described['group_state']}, protocol "
-                  f"{described.get('protocol_type') or '-'}/{described.get('protocol_data') or '-'}"
-                  f", {len(described.get('members') or [])} members")
-    members = Table("member", "instance", "client", "host", "assigned")
-    for member in described.get("members") or []:
-        assigned = _owners({"members": [member]})
-        members.add_row(member["member_id"], member.get("group_instance_id") or "-",
-                        member["client_id"], member["client_host"],
-                        ", ".join(f"{t}-{p}" for t, p in sorted(assigned)) or "-")
-    console.print(members)
+    console.print(_consumer_members(group, kip848, console) if kip848
+                  else _classic_members(group, described, console))
     lag = Table("topic", "partition", "committed", "log end", "lag", "member")
     for row in rows:
         lag.add_row(row.topic, str(row.partition), str(row.committed) if row.committed >= 0
                     else "-", str(row.end), str(row.lag), row.owner)
     console.print(lag)
+
+
+def _classic_members(group: str, described: dict, console: Console) -> Table:
+    console.print(f"group [bold]{group}[/] (classic): {described['group_state']}, protocol "
+                  f"{described.get('protocol_type') or '-'}/{described.get('protocol_data') or '-'}"
+                  f", {len(described.get('members') or [])} members")
+    members = Table("member", "instance", "client", "host", "assigned")
+    for member in described.get("members") or []:
+        assigned = _classic_owners({"members": [member]})
+        members.add_row(member["member_id"], member.get("group_instance_id") or "-",
+                        member["client_id"], member["client_host"], _partitions(assigned))
+    return members
+
+
+def _consumer_members(group: str, described, console: Console) -> Table:
+    console.print(f"group [bold]{group}[/] (consumer): {described.group_state}, group epoch "
+                  f"{described.group_epoch}, assignment epoch {described.assignment_epoch}, "
+                  f"assignor {described.assignor_name or '-'}, {len(described.members)} members")
+    members = Table("member", "instance", "client", "host", "epoch", "assigned")
+    for member in described.members:
+        assigned = _consumer_owners([member])
+        members.add_row(member.member_id, member.instance_id or "-", member.client_id,
+                        member.client_host, str(member.member_epoch), _partitions(assigned))
+    return members
+
+
+def _partitions(owners: dict[tuple[str, int], str]) -> str:
+    return ", ".join(f"{t}-{p}" for t, p in sorted(owners)) or "-"
