@@ -106,7 +106,7 @@ class Harness:
 
     def _backlog(self, target: Target, workload: Workload) -> str:
         """The topic a fetch workload reads, written once (untimed) before its first round."""
-        topic = f"bench-backlog-{workload.consumers}"
+        topic = f"bench-backlog-{workload.size}-{workload.consumers}"
         if (target.name, topic) not in self.backlogs:
             topics.create(target.bootstrap, topic, workload.consumers)
             writer = Workload("backlog", PRODUCE, workload.count, size=workload.size,

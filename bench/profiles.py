@@ -10,6 +10,7 @@ from bench.workloads import FETCH, LATENCY, PRODUCE, Workload
 PRODUCE_ACKS1 = "produce 1 KiB acks=1"
 PRODUCE_ACKSALL = "produce 1 KiB acks=all"
 FETCH_1, FETCH_4 = "fetch 1 KiB, 1 consumer", "fetch 1 KiB, 4 consumers"
+FETCH_16K = "fetch 16 KiB, 1 consumer"  # the broker issue's fetch figure
 LATENCY_HALF = "end-to-end latency at half load"
 SMALL = "produce 100 B acks=1"
 
@@ -48,6 +49,7 @@ def _workloads(records: int, partitions: list[int], backlog: int, seconds: float
         *(Workload(partitions_name(n), PRODUCE, records, partitions=n) for n in partitions),
         Workload(FETCH_1, FETCH, backlog),
         Workload(FETCH_4, FETCH, 4 * backlog, consumers=4),
+        Workload(FETCH_16K, FETCH, max(1, backlog // 16), size=16 * 1024),
         Workload(LATENCY_HALF, LATENCY, 0, seconds=seconds),
         Workload(SMALL, PRODUCE, 3 * records, size=100),
         Workload(connections_name(connections, rate), PRODUCE, int(connections * rate * seconds),
