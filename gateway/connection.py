@@ -18,8 +18,13 @@ from gateway.request_context import RequestContext
 from protocol import messages
 from protocol.codec import Chunks, DecodeError
 from protocol.errors import ErrorCode
-from protocol.header import (API_VERSIONS_KEY, RequestHeader, decode_request_header, peek_api,
-                             response_header)
+from protocol.header import (
+    API_VERSIONS_KEY,
+    RequestHeader,
+    decode_request_header,
+    peek_api,
+    response_header,
+)
 
 log = logging.getLogger(__name__)
 

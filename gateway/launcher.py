@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import ClassVar, Self
 
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 30.0
@@ -25,7 +26,7 @@ def free_port() -> int:
 
 class BrokerProcess:
     # settings under every instance's own overrides (a test suite shrinks segments with it)
-    default_overrides: dict[str, str] = {}
+    default_overrides: ClassVar[dict[str, str]] = {}
 
     def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None,
                  port: int | None = None, log_path: Path | None = None) -> None:
@@ -48,7 +49,7 @@ class BrokerProcess:
             args += ["--override", f"{key}={value}"]
         return args
 
-    def start(self) -> BrokerProcess:
+    def start(self) -> Self:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child keeps it
         self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
@@ -102,7 +103,7 @@ class BrokerProcess:
         except OSError:
             return "(no log)"
 
-    def __enter__(self) -> BrokerProcess:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -494,5 +494,13 @@ def versions_of(spec: MessageSpec) -> range:
     return range(spec.valid.low, min(spec.valid.high, 99) + 1)
 
 
-__all__ = ["Chunks", "DecodeError", "Message", "MessageCodec", "Versions", "uvarint",
-           "read_uvarint", "versions_of"]
+__all__ = [
+    "Chunks",
+    "DecodeError",
+    "Message",
+    "MessageCodec",
+    "Versions",
+    "read_uvarint",
+    "uvarint",
+    "versions_of",
+]

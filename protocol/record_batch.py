@@ -181,8 +181,8 @@ def _check_batch(buf: memoryview | bytes, position: int, end: int,
                 f"the baseOffset of the record batch should be 0, but it is {header.base_offset}")
     if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
         return (RecordSetStatus.INVALID_RECORD,
-                f"inconsistent batch offset range [0, {header.last_offset_delta}] and count of "
-                f"records {header.record_count}")
+                (f"inconsistent batch offset range [0, {header.last_offset_delta}] and count of "
+                 f"records {header.record_count}"))
     if header.is_control:
         return RecordSetStatus.INVALID_RECORD, "clients may not produce control batches"
     return None

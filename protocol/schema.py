@@ -109,7 +109,7 @@ def _field(spec: dict, common: dict[str, list[dict]]) -> FieldSpec:
     type_ = spec["type"]
     nullable = Versions.parse(spec.get("nullableVersions"))
     sub = spec.get("fields")
-    element = type_[2:] if type_.startswith("[]") else type_
+    element = type_.removeprefix("[]")
     if sub is None and element not in PRIMITIVES:
         sub = common[element]
     flexible = spec.get("flexibleVersions")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import time
 
+from compat_tests.wire import WireClient
 from protocol import messages
 from protocol.errors import ErrorCode
 from protocol.record_batch import Record, build_batch, decode_records
-from compat_tests.wire import WireClient
 
 PRODUCE, FETCH, INIT_PRODUCER_ID, CREATE_TOPICS = 0, 1, 22, 19
 Produce = messages.get("ProduceRequest").cls

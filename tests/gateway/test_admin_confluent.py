@@ -4,13 +4,27 @@ cluster."""
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import (Consumer, KafkaError, KafkaException, Producer, TopicCollection,
-                             TopicPartition)
-from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
-                                   ConfigSource, NewPartitions, NewTopic, OffsetSpec)
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicCollection,
+    TopicPartition,
+)
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+)
 
-from protocol import messages
 from compat_tests.wire import WireClient
+from protocol import messages
 
 TIMEOUT_S = 10
 Incremental = messages.get("IncrementalAlterConfigsRequest").cls

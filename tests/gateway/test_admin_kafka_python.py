@@ -5,8 +5,11 @@ from __future__ import annotations
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions, NewTopic
-from kafka.errors import (InvalidConfigurationError, InvalidPartitionsError,
-                          UnknownTopicOrPartitionError)
+from kafka.errors import (
+    InvalidConfigurationError,
+    InvalidPartitionsError,
+    UnknownTopicOrPartitionError,
+)
 
 from gateway.topic_configs import TOPIC_CONFIGS
 

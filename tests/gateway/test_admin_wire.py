@@ -5,13 +5,13 @@ import uuid
 
 import pytest
 
+from compat_tests.wire import WireClient
 from gateway.handlers import all_handlers
 from gateway.launcher import BrokerProcess
 from gateway.topic_configs import TOPIC_CONFIGS
 from protocol import messages
 from protocol.errors import ErrorCode
 from protocol.record_batch import build_batch
-from compat_tests.wire import WireClient
 
 PRODUCE, FETCH, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 0, 1, 19, 20, 21
 DESCRIBE_CONFIGS, ALTER_CONFIGS, DESCRIBE_LOG_DIRS, CREATE_PARTITIONS = 32, 33, 35, 37
@@ -205,7 +205,7 @@ def test_create_partitions_checks(client):
 
 def test_create_partitions_validate_only_then_for_real_in_every_version(client):
     _create(client, "w-grow-ok", 1)
-    for version in range(0, 4):
+    for version in range(4):
         count = 2 + version
         assert _grow(client, "w-grow-ok", count, validate_only=True,
                      version=version).error_code == ErrorCode.NONE
@@ -270,7 +270,7 @@ def test_describe_broker_configs(client, broker):
 
 def test_alter_configs_replaces_the_whole_set_in_every_version(client):
     _create(client, "w-alter")
-    for version in range(0, 3):
+    for version in range(3):
         assert _alter(client, TOPIC, "w-alter", {"retention.ms": "1000", "segment.ms": "5000"},
                       version=version).error_code == ErrorCode.NONE
         assert _own(client, "w-alter") == {"retention.ms": "1000", "segment.ms": "5000"}
@@ -296,11 +296,11 @@ def refused_topic(client) -> str:
     ({"max.message.bytes": "3000000000"}, ErrorCode.INVALID_CONFIG,
      "Invalid value 3000000000 for configuration max.message.bytes: Not a number of type INT"),
     ({"message.timestamp.type": "Now"}, ErrorCode.INVALID_CONFIG,
-     "Invalid value Now for configuration message.timestamp.type: String must be one of: "
-     "CreateTime, LogAppendTime"),
+     ("Invalid value Now for configuration message.timestamp.type: String must be one of: "
+      "CreateTime, LogAppendTime")),
     ({"preallocate": "maybe"}, ErrorCode.INVALID_CONFIG,
-     "Invalid value maybe for configuration preallocate: Expected value to be either true or "
-     "false"),
+     ("Invalid value maybe for configuration preallocate: Expected value to be either true or "
+      "false")),
     ({"retention.ms": None}, ErrorCode.INVALID_REQUEST,
      "Null value not supported for : retention.ms"),
 ])
@@ -333,7 +333,7 @@ def test_alter_configs_resource_problems(client):
 
 def test_incremental_operations_in_every_version(client):
     _create(client, "w-inc")
-    for version in range(0, 2):
+    for version in range(2):
         assert _incremental(client, TOPIC, "w-inc", [("retention.ms", SET, "7"),
                                                      ("cleanup.policy", APPEND, "compact")],
                             version=version).error_code == ErrorCode.NONE
@@ -364,8 +364,8 @@ def test_incremental_refusals(client):
                                                    "Error due to duplicate config keys")
     broker_append = _incremental(client, BROKER, "", [("message.max.bytes", APPEND, "1")])
     assert (broker_append.error_code, broker_append.error_message) == (
-        ErrorCode.INVALID_CONFIG, "Config value append is not allowed for config key: "
-                                  "message.max.bytes")
+        ErrorCode.INVALID_CONFIG,
+        "Config value append is not allowed for config key: message.max.bytes")
     read_only = _incremental(client, BROKER, "", [("auto.create.topics.enable", SET, "false")])
     assert (read_only.error_code, read_only.error_message) == (
         ErrorCode.INVALID_REQUEST,
@@ -424,7 +424,7 @@ def test_delete_records_in_every_version(client):
 # ---- DescribeCluster, DescribeLogDirs ----------------------------------------------------------
 
 def test_describe_cluster_in_every_version(client, broker):
-    for version in range(0, 3):
+    for version in range(3):
         response = client.request(DESCRIBE_CLUSTER, version, Cluster(
             include_cluster_authorized_operations=False, endpoint_type=1))
         assert response.error_code == ErrorCode.NONE and response.cluster_id

@@ -9,10 +9,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from compat_tests.wire import WireClient
 from gateway.launcher import BrokerProcess
 from protocol import messages
 from protocol.errors import ErrorCode
-from compat_tests.wire import WireClient
 
 (OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN, HEARTBEAT, LEAVE, SYNC, DESCRIBE, LIST,
  DELETE_GROUPS, OFFSET_DELETE, PRODUCE, METADATA, CREATE_TOPICS) = (

@@ -6,10 +6,15 @@ import itertools
 
 import pytest
 
-from protocol.errors import ErrorCode
-from tests.gateway.idempotent_wire import (create, idempotent_batch, init_producer_id, produce,
-                                           stored)
 from compat_tests.wire import WireClient
+from protocol.errors import ErrorCode
+from tests.gateway.idempotent_wire import (
+    create,
+    idempotent_batch,
+    init_producer_id,
+    produce,
+    stored,
+)
 
 TOPIC_NUMBERS = itertools.count()
 

@@ -4,14 +4,15 @@ in batches that carry the producer id and sequences the client used."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 from aiokafka import AIOKafkaProducer
 from confluent_kafka import Producer
 from kafka import KafkaProducer
 
+from compat_tests.wire import WireClient
 from protocol.record_batch import iter_batch_headers
 from tests.gateway.idempotent_wire import create, fetch_partition, stored
-from compat_tests.wire import WireClient
 
 RECORDS = 300
 PARTITIONS = 3
@@ -35,7 +36,7 @@ def _check_stored_once(bootstrap: str, topic: str, sent: list[tuple[int, bytes]]
             assert len({h.producer_id for h in headers}) == 1 and headers[0].producer_id >= 0
             sequences = [(h.base_sequence, h.last_sequence) for h in headers]
             assert sequences[0][0] == 0
-            assert all(b[0] == a[1] + 1 for a, b in zip(sequences, sequences[1:]))
+            assert all(b[0] == a[1] + 1 for a, b in itertools.pairwise(sequences))
 
 
 def test_kafka_python_default_producer_is_idempotent(broker):

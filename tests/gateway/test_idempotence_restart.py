@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import time
 
+from compat_tests.wire import WireClient
 from gateway import producer_snapshot
 from protocol.errors import ErrorCode
-from tests.gateway.idempotent_wire import create, idempotent_batch, init_producer_id, produce, stored
-from compat_tests.wire import WireClient
+from tests.gateway.idempotent_wire import (
+    create,
+    idempotent_batch,
+    init_producer_id,
+    produce,
+    stored,
+)
 
 TOPIC = "idempotent-restart"
 SNAPSHOT_WAIT_S = 20.0
