@@ -49,14 +49,18 @@ class TopicTable:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.topics: dict[str, TopicRecord] = {}
+        self._by_id: dict[str, TopicRecord] | None = None  # rebuilt after every change
 
     def load(self) -> None:
+        self._by_id = None
         if not self.path.exists():
             return
         data = json.loads(self.path.read_text())
         self.topics = {t["name"]: TopicRecord.from_json(t) for t in data.get("topics", [])}
 
     def save(self) -> None:
+        """Persist the table; every change to ``topics`` ends with a save."""
+        self._by_id = None
         self.path.parent.mkdir(parents=True, exist_ok=True)
         body = json.dumps({"version": 1, "topics": [asdict(t) for t in self.topics.values()]},
                           indent=1, sort_keys=True)
@@ -66,7 +70,10 @@ class TopicTable:
         return self.topics.get(name)
 
     def by_id(self, topic_id: str) -> TopicRecord | None:
-        return next((t for t in self.topics.values() if t.topic_id == topic_id), None)
+        """Produce and Fetch v13+ name topics by id: a dict lookup, not a scan per request."""
+        if self._by_id is None:
+            self._by_id = {t.topic_id: t for t in self.topics.values()}
+        return self._by_id.get(topic_id)
 
 
 def atomic_write(path: Path, data: bytes) -> None:
