@@ -11,8 +11,9 @@ byte offset (RocketMQ's naming):
 Every offset of a batch gets the same unit (one bytes multiplication), so finding an offset is
 one multiplication. tagsCode is a running maximum, like Kafka's time index, so a binary search
 finds the first batch whose max timestamp reaches a target even when producers' clocks go back.
-Entries are written with pwrite (a full disk is an OSError, never a SIGBUS) and read through a
-mapping; the files are sparse and derived state, rebuilt from the CommitLog when lost.
+Entries are written with pwrite (a full disk is an OSError, never a SIGBUS) and read with pread,
+never mapped (a mapping would hold a second descriptor per file); the files are sparse and
+derived state, rebuilt from the CommitLog when lost.
 """
 from __future__ import annotations
 
@@ -88,7 +89,7 @@ class ConsumeQueue:
         first = index * self.entries_per_file
         if self._size_at(first):
             return first
-        data = bytes(self._file(index).view())
+        data = self._file(index).pread(0, self.file_bytes)
         zeros = len(data) - len(data.lstrip(b"\0"))
         return first if zeros == len(data) else first + zeros // UNIT_SIZE
 
@@ -140,7 +141,7 @@ class ConsumeQueue:
     def get(self, offset: int) -> tuple[int, int, int]:
         """(phyOffset, size, tagsCode) of ``offset``; size 0 marks a hole."""
         index, at = divmod(offset * UNIT_SIZE, self.file_bytes)
-        return CQ_UNIT.unpack_from(self._file(index).view(), at)
+        return CQ_UNIT.unpack(self._file(index).pread(at, UNIT_SIZE))
 
     def _size_at(self, offset: int) -> int:
         return self.get(offset)[1]

@@ -1,19 +1,25 @@
 """A bounded LRU of open ConsumeQueue files, so 10,000 idle partitions hold no descriptors.
 
-Each open file costs a descriptor (appends use pwrite) and, once read, a mapping. The cap keeps
-both under RLIMIT_NOFILE and vm.max_map_count. A file evicted with unflushed bytes is handed to
-the ConsumeQueue flush service (``retired``), which syncs and closes it off the event loop.
+Each open file costs one descriptor (appends use pwrite, reads pread: never a mapping, which
+would hold a second). ``capacity`` is the whole descriptor budget, retired files included, so
+the cache stays under RLIMIT_NOFILE. A file evicted with unflushed bytes is handed to the
+ConsumeQueue flush service (``retired``), which syncs and closes it off the event loop; when
+evictions outrun that service and the retired share of the budget is full, the evicted file
+is synced and closed at once instead.
 Which files are dirty is read from their own written and flushed positions when the flush
 service asks, once a round, not recorded by every append: with 10,000 partitions, adding the
 file to a set on every append cost a cache miss each time.
 """
 from __future__ import annotations
 
+import logging
 import resource
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 
 from engine.mapped_file import MappedFile
+
+log = logging.getLogger(__name__)
 
 RESERVED_DESCRIPTORS = 2048  # sockets, CommitLog segments, index files, logs
 
@@ -31,6 +37,8 @@ def default_capacity() -> int:
 class FileHandleCache:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
+        self.retired_limit = max(1, capacity // 16)
+        self.open_limit = max(1, capacity - self.retired_limit)
         # Keyed by (queue directory, file index): cheaper to hash on every append than a Path.
         self._open: OrderedDict[Hashable, MappedFile] = OrderedDict()
         self.flushing: set[MappedFile] = set()  # being synced on a worker thread: do not close
@@ -43,7 +51,7 @@ class FileHandleCache:
             return mapped
         mapped = opener()
         self._open[key] = mapped
-        while len(self._open) > self.capacity:
+        while len(self._open) > self.open_limit:
             self._evict(self._open.popitem(last=False)[1])
         return mapped
 
@@ -80,9 +88,16 @@ class FileHandleCache:
         self.retired = []
 
     def _evict(self, mapped: MappedFile) -> None:
-        if _unflushed(mapped) or mapped in self.flushing:
+        if mapped in self.flushing:  # a worker thread syncs it now: it closes after
+            self.retired.append(mapped)
+        elif not _unflushed(mapped):
+            mapped.close()
+        elif len(self.retired) < self.retired_limit:
             self.retired.append(mapped)
         else:
+            log.debug("%s: retired ConsumeQueue files at their limit %d; syncing inline",
+                      mapped.path, self.retired_limit)
+            mapped.flush()
             mapped.close()
 
 
