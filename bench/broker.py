@@ -40,6 +40,12 @@ from bench.workloads import (
 )
 
 HALF = 0.5  # the latency workload's offered load, a share of the slowest broker's maximum
+# Before each timed part, every broker must be idle: noida-db was seen burning a core for 10-20 s
+# after its own rounds, inside the next broker's round (CommitGate's 200-producer p50 went from
+# 12 to 210 ms in the round after one). Idle: under IDLE_CORES together over one IDLE_WINDOW_S.
+IDLE_CORES = 0.1
+IDLE_WINDOW_S = 0.5
+SETTLE_LIMIT_S = 30.0
 
 
 def start_targets(root: Path, against: list[str], peers: bool, console: Console) -> list[Target]:
@@ -96,13 +102,29 @@ class Harness:
         finally:
             topics.delete(target.bootstrap, topic)
 
-    @staticmethod
-    def _timed(target: Target, run: Callable[[], Measurement]) -> Measurement:
-        before = target.cpu_seconds()
+    def _timed(self, target: Target, run: Callable[[], Measurement]) -> Measurement:
+        settle_s = self._settle()
+        others = [t for t in self.targets if t is not target]
+        before, others_before = target.cpu_seconds(), _cpu_total(others)
         measurement = run()
+        measurement.settle_s = settle_s
         if before is not None:
             measurement.broker_cpu_s = target.cpu_seconds() - before
+        if others_before is not None:
+            measurement.others_cpu_s = _cpu_total(others) - others_before
         return measurement
+
+    def _settle(self) -> float:
+        """Wait (bounded) until no broker does background work; returns the seconds waited."""
+        start = time.monotonic()
+        last = _cpu_total(self.targets)
+        while last is not None and time.monotonic() - start < SETTLE_LIMIT_S:
+            time.sleep(IDLE_WINDOW_S)
+            now = _cpu_total(self.targets)
+            if now - last < IDLE_CORES * IDLE_WINDOW_S:
+                break
+            last = now
+        return time.monotonic() - start
 
     def _backlog(self, target: Target, workload: Workload) -> str:
         """The topic a fetch workload reads, written once (untimed) before its first round."""
@@ -140,8 +162,18 @@ class Harness:
             return
         shown = ", ".join(f"{k} {v:,.1f}" for k, v in m.figures.items())
         cpu = "" if m.broker_cpu_s is None else f", broker {m.broker_cpu_s / m.seconds:.2f}"
+        if m.others_cpu_s is not None:
+            cpu += f", other brokers {m.others_cpu_s / m.seconds:.2f}"
+        if m.settle_s >= 1:
+            cpu += f"; waited {m.settle_s:.0f} s for the brokers to idle"
         self.console.print(f"  {workload.name} | {target.name} round {index + 1}: {shown} "
                            f"(CPU cores busy: generators {m.generator_cpu_s / m.seconds:.2f}{cpu})")
+
+
+def _cpu_total(targets: list[Target]) -> float | None:
+    """CPU seconds of the brokers this run started (None if it started none)."""
+    seconds = [s for s in (t.cpu_seconds() for t in targets) if s is not None]
+    return sum(seconds) if seconds else None
 
 
 def report(targets: list[Target], profile: Profile, console: Console) -> list[dict]:

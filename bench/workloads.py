@@ -45,6 +45,8 @@ class Measurement:
     seconds: float
     generator_cpu_s: float
     broker_cpu_s: float | None = None
+    others_cpu_s: float | None = None  # the other brokers' CPU meanwhile (background work)
+    settle_s: float = 0.0  # waited, untimed, for every broker to go idle before the start
     error: str = ""
 
     def as_dict(self) -> dict:
