@@ -36,9 +36,10 @@ from aiokafka.codec import gzip_decode, lz4_decode, snappy_decode, zstd_decode
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 try:
+    from protocol._record_keys import batch_keys as _batch_keys
     from protocol._record_keys import record_keys as _scan_keys
 except ImportError:  # installed without a C compiler: keys() uses the record reader instead
-    _scan_keys = None
+    _batch_keys = _scan_keys = None
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
@@ -219,12 +220,14 @@ class KafkaBodyFormat:
         return crc32c.crc32c(body[CRC_START:min(_batch_end(body), len(body))])
 
     def keys(self, body: memoryview) -> list[bytes]:
-        if _scan_keys is None:
+        if _batch_keys is None:
             return [record.key for record in _records(body) if record.key is not None]
+        keys = _batch_keys(body)  # scans without the GIL
+        if keys is not None:
+            return keys
         batch_length, attributes, record_count = KEY_SCAN_FIELDS.unpack_from(body)
-        records = body[HEADER_SIZE:LOG_OVERHEAD + batch_length]
-        if attributes & CODEC_MASK:
-            records = _DECOMPRESS[attributes & CODEC_MASK](bytes(records))
+        records = _DECOMPRESS[attributes & CODEC_MASK](bytes(body[HEADER_SIZE:LOG_OVERHEAD +
+                                                                  batch_length]))
         return _scan_keys(records, record_count)
 
     def offset_for_timestamp(self, body: memoryview, timestamp: int) -> tuple[int, int] | None:

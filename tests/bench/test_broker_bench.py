@@ -65,6 +65,16 @@ def test_records_sent_acknowledged_and_consumed_agree(results: dict) -> None:
 
 
 @pytest.mark.timeout(300)
+def test_each_measurement_records_the_brokers_cpu_and_the_others_background_cpu(results: dict
+                                                                                ) -> None:
+    for target in results["targets"]:
+        for rounds in target["measurements"].values():
+            for m in rounds:
+                assert m["broker_cpu_s"] >= 0 and m["others_cpu_s"] >= 0, m
+                assert 0 <= m["settle_s"] < 31, m
+
+
+@pytest.mark.timeout(300)
 def test_latency_workloads_report_percentiles_in_order(results: dict) -> None:
     for target in results["targets"]:
         for rounds in target["measurements"].values():

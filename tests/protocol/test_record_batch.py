@@ -115,6 +115,24 @@ def test_key_scanner_refuses_malformed_records_without_crashing():
         record_keys(b"\x00", 1)
 
 
+def test_batch_scanner_reads_the_header_itself_and_leaves_compressed_batches_to_the_caller():
+    from protocol._record_keys import batch_keys
+
+    specs = [(b"a", b"1", [], 1), (None, b"2", [], 2), (b"c" * 300, b"3", [], 3)]
+    plain = build_batch(specs)
+    assert batch_keys(plain) == [b"a", b"c" * 300]
+    assert batch_keys(memoryview(bytearray(plain))[:]) == [b"a", b"c" * 300]
+    assert batch_keys(build_batch(specs, compression="lz4")) is None
+    with pytest.raises(ValueError, match="shorter than its header"):
+        batch_keys(plain[:HEADER_SIZE - 1])
+    with pytest.raises(ValueError, match="do not fit"):
+        batch_keys(plain[:-1])  # batchLength claims one byte more than there is
+    wrong_count = bytearray(plain)
+    wrong_count[60] += 1  # recordCount one too many: the walk runs out of records
+    with pytest.raises(ValueError, match="record 3: bad record length"):
+        batch_keys(bytes(wrong_count))
+
+
 def test_several_batches_and_partial_tail():
     first = build_batch([(None, b"x", [], 1)], base_offset=0)
     second = build_batch([(None, b"y", [], 2), (None, b"z", [], 3)], base_offset=1)
