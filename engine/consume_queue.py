@@ -143,6 +143,13 @@ class ConsumeQueue:
         index, at = divmod(offset * UNIT_SIZE, self.file_bytes)
         return CQ_UNIT.unpack(self._file(index).pread(at, UNIT_SIZE))
 
+    def units(self, count: int, offset: int) -> bytes:
+        """Up to ``count`` units from ``offset``, stopping at its file's end and at max_offset:
+        one pread for a walk over consecutive batches (see UnitReader)."""
+        index, at = divmod(offset * UNIT_SIZE, self.file_bytes)
+        count = min(count, self.max_offset - offset, (self.file_bytes - at) // UNIT_SIZE)
+        return self._file(index).pread(at, count * UNIT_SIZE)
+
     def _size_at(self, offset: int) -> int:
         return self.get(offset)[1]
 
@@ -215,3 +222,24 @@ class ConsumeQueue:
         else:
             self._path(index).unlink(missing_ok=True)
         self.file_indexes.remove(index)
+
+
+class UnitReader:
+    """Units of one queue for a walk over consecutive batches, read a block at a time: a pread
+    per unit cost a fetch of 1 MiB in 64 KiB batches 30% of its speed against the mapping it
+    replaced. Lives for one synchronous read: units below max_offset do not change under it."""
+
+    __slots__ = ("_block", "_first", "_last", "_queue")
+    BLOCK_UNITS = 256  # 5 KiB: a page and a bit, several batches of 64 records
+
+    def __init__(self, queue: ConsumeQueue) -> None:
+        self._queue = queue
+        self._block = b""
+        self._first = self._last = 0  # the block holds units [first, last)
+
+    def get(self, offset: int) -> tuple[int, int, int]:
+        """``ConsumeQueue.get`` for an offset below max_offset."""
+        if not self._first <= offset < self._last:
+            self._block = self._queue.units(self.BLOCK_UNITS, offset)
+            self._first, self._last = offset, offset + len(self._block) // UNIT_SIZE
+        return CQ_UNIT.unpack_from(self._block, (offset - self._first) * UNIT_SIZE)

@@ -18,7 +18,7 @@ from engine.body_format import BodyFormat
 from engine.checkpoint import StoreCheckpoint
 from engine.commit_log import PREFIX_SIZE, CommitLog, DispatchRequest, body_of, topic_trailer
 from engine.config import FlushDiskType, StoreConfig
-from engine.consume_queue import ConsumeQueue
+from engine.consume_queue import ConsumeQueue, UnitReader
 from engine.consume_queue_store import ConsumeQueueStore
 from engine.dispatcher import Dispatcher
 from engine.file_handle_cache import FileHandleCache, default_capacity
@@ -379,8 +379,9 @@ class MessageStore:
         """The CommitLog entries of a partition's batches from the one holding ``offset`` on,
         each with the offset after its batch."""
         end = queue.max_offset
+        units = UnitReader(queue)
         while offset < end:
-            phy, size, _ = queue.get(offset)
+            phy, size, _ = units.get(offset)
             entry = self.commit_log.entry(phy, size) if size else None
             if entry is None:
                 return

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.consume_queue import CQ_UNIT, UNIT_SIZE, ConsumeQueue
+from engine.consume_queue import CQ_UNIT, UNIT_SIZE, ConsumeQueue, UnitReader
 from engine.consume_queue_store import ConsumeQueueStore
 from engine.file_handle_cache import FileHandleCache
 from engine.mapped_file_queue import StoreDamaged
@@ -128,3 +128,16 @@ def test_store_keeps_queues_per_topic_and_partition_and_refuses_negative_partiti
     store.delete_topic("t")
     assert [(q.topic, q.partition) for q in store.loaded()] == [("u", 7)]
     store.close()
+
+
+def test_unit_reader_reads_blocks_that_stop_at_the_file_end_and_the_queue_end(tmp_path,
+                                                                             monkeypatch):
+    queue = _queue(tmp_path, per_file=10)
+    for offset in range(0, 24, 3):  # batches of three records over three files
+        queue.put(offset, 3, phy=offset * 100, size=300, timestamp=offset)
+    monkeypatch.setattr(UnitReader, "BLOCK_UNITS", 4)
+    reader = UnitReader(queue)
+    assert [reader.get(offset) for offset in range(24)] == \
+        [queue.get(offset) for offset in range(24)]
+    assert len(queue.units(256, 8)) == 2 * UNIT_SIZE  # file 0 ends at offset 10
+    assert len(queue.units(256, 22)) == 2 * UNIT_SIZE  # the queue ends at offset 24
