@@ -1,8 +1,16 @@
-"""Build the one C helper; everything else lives in pyproject.toml.
+"""Build the C helpers; everything else lives in pyproject.toml.
 
-The extension is optional: without a C compiler the install still succeeds and
-``protocol.record_batch`` falls back to aiokafka's compiled record reader (correct, slower).
+Both extensions are optional: without a C compiler the install still succeeds,
+``protocol.record_batch`` falls back to aiokafka's compiled record reader and the IndexBuilder
+walks the CommitLog in Python (correct, slower).
 """
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("protocol._record_keys", ["protocol/_record_keys.c"], optional=True)])
+INCLUDE = ["."]  # engine/body_scanner.h, the interface between the two
+
+setup(ext_modules=[
+    Extension("protocol._record_keys", ["protocol/_record_keys.c"], include_dirs=INCLUDE,
+              depends=["engine/body_scanner.h"], optional=True),
+    Extension("engine._commit_log_walk", ["engine/_commit_log_walk.c"], include_dirs=INCLUDE,
+              depends=["engine/body_scanner.h"], optional=True),
+])

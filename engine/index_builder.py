@@ -17,9 +17,14 @@ from pathlib import Path
 
 from engine.body_format import BodyFormat
 from engine.checkpoint import StoreCheckpoint
-from engine.commit_log import CommitLog, CopiedReader
+from engine.commit_log import CommitLog
 from engine.config import StoreConfig
 from engine.index_file import IndexService
+
+try:
+    from engine._commit_log_walk import walk as _walk
+except ImportError:  # installed without a C compiler: entries are walked in Python
+    _walk = None
 
 log = logging.getLogger(__name__)
 
@@ -33,9 +38,10 @@ ENTRIES_PER_ROUND = 4096
 CATCH_UP_TIMEOUT_S = 2.0
 STALL_RETRY_S = 1.0
 CATCH_UP_POLL_S = 0.002
-# Entries are read from a copy made a chunk at a time (CopiedReader): small enough to stay in
-# the CPU's cache while it is scanned, large enough that the GIL changes hands once per chunk.
-COPY_CHUNK_BYTES = 512 * 1024
+# The C walk covers at most this much of the CommitLog per call: the GIL is taken back (and the
+# stop flag read) between calls.
+WALK_BYTES = 4 << 20
+STOP_LIMIT, STOP_BLANK, STOP_INVALID = 0, 1, 2
 
 
 class IndexBuilder:
@@ -54,7 +60,8 @@ class IndexBuilder:
         self.position = 0  # the next CommitLog offset to index
         self._stalled = False
         self._flushed_position = 0
-        self._reader = CopiedReader(commit_log, COPY_CHUNK_BYTES)
+        scanner = getattr(body_format, "scanner", None)
+        self._scanner = scanner if _walk is not None else None
 
     def start(self) -> None:
         if not self.enabled:
@@ -128,32 +135,91 @@ class IndexBuilder:
     def _index_some(self) -> bool:
         """Index up to a round of entries; False when caught up."""
         end = self._dispatched()
+        if self._scanner is not None:
+            return self._walk_some(end)
         for _ in range(ENTRIES_PER_ROUND):
             if self.position >= end:
                 return False
             self.position = max(self.position, self._commit_log.min_offset)
-            req, size, body = self._reader.decode(self.position, end)
+            req, size = self._commit_log.decode(self.position, check_crc=False)
             if size == 0:
-                log.error("index: no valid CommitLog entry at %d below the dispatched end %d; "
-                          "skipping to it", self.position, end)
-                self.position = end
-                return False
+                return self._skip_invalid(end)
             if req is not None:
-                self._index_entry(req.topic, req.partition, req.store_timestamp, body)
+                self._index_entry(req.topic, req.partition, req.store_timestamp,
+                                  self._commit_log.body(self.position, size))
             self.position += size
         return True
+
+    def _walk_some(self, end: int) -> bool:
+        """The C walk over up to WALK_BYTES of one segment; the GIL is held only for the
+        entries with keys (and those whose bodies need the Python path)."""
+        self.position = max(self.position, self._commit_log.min_offset)
+        if self.position >= end:
+            return False
+        mapped = self._commit_log.queue.find(self.position)
+        if mapped is None:
+            return self._skip_invalid(end)
+        start = self.position - mapped.start_offset
+        hard_limit = min(mapped.size, end - mapped.start_offset)
+        view = mapped.view()  # pins the mapping: retention cannot close it under the walk
+        walked, stop, found = _walk(view, start, min(hard_limit, start + WALK_BYTES),
+                                    mapped.start_offset, self._scanner)
+        if walked == start and stop == STOP_LIMIT:  # an entry larger than WALK_BYTES
+            walked, stop, found = _walk(view, start, hard_limit, mapped.start_offset,
+                                        self._scanner)
+        del view
+        for at, size, partition, store_timestamp, topic, keys in found:
+            self.position = mapped.start_offset + at
+            self._index_found(topic, partition, store_timestamp, size, keys)
+        self.position = mapped.start_offset + walked
+        if stop == STOP_BLANK or (stop == STOP_LIMIT and walked == start):
+            return self._step_one(end)  # a segment's filler, or what the walk cannot read
+        if stop == STOP_INVALID:
+            return self._skip_invalid(end)
+        return True
+
+    def _index_found(self, topic: bytes, partition: int, store_timestamp: int, size: int,
+                     keys: list[bytes] | None) -> None:
+        try:
+            name = topic.decode()
+        except UnicodeDecodeError:
+            log.warning("index: skipping the entry at CommitLog offset %d: topic not UTF-8",
+                        self.position)
+            return
+        if keys is None:  # left to the Python path (compressed, or the scan refused it)
+            self._index_entry(name, partition, store_timestamp,
+                              self._commit_log.body(self.position, size))
+        else:
+            self._put(name, keys, store_timestamp)
+
+    def _step_one(self, end: int) -> bool:
+        """Step over the entry at the position as the Python walk does (a BLANK filler)."""
+        _, size = self._commit_log.decode(self.position, check_crc=False)
+        if size == 0:
+            return self._skip_invalid(end)
+        self.position += size
+        return True
+
+    def _skip_invalid(self, end: int) -> bool:
+        log.error("index: no valid CommitLog entry at %d below the dispatched end %d; "
+                  "skipping to it", self.position, end)
+        self.position = end
+        return False
 
     def _index_entry(self, topic: str, partition: int, store_timestamp: int, body: memoryview
                      ) -> None:
         try:
-            prefix = topic.encode() + b"#"
-            keys = [prefix + key for key in self._body_format.keys(body)]
+            keys = self._body_format.keys(body)
         except Exception as exc:  # noqa: BLE001 - a batch we cannot read must not stop the index
             log.warning("index: skipping %s-%d entry at CommitLog offset %d: %s", topic,
                         partition, self.position, exc)
             return
+        self._put(topic, keys, store_timestamp)
+
+    def _put(self, topic: str, keys: list[bytes], store_timestamp: int) -> None:
         if keys:  # an OSError here stalls the index (see _index_some_or_stall)
-            self.service.put_keys(keys, self.position, store_timestamp)
+            prefix = topic.encode() + b"#"
+            self.service.put_keys([prefix + key for key in keys], self.position, store_timestamp)
 
     def _flush(self) -> None:
         position = self.position

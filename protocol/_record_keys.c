@@ -18,6 +18,8 @@
 #include <Python.h>
 #include <stdint.h>
 
+#include "engine/body_scanner.h" /* the engine's CommitLog walker calls scan_batch directly */
+
 /* RecordBatch v2 header fields the scan needs (offsets from the batch start). */
 #define BATCH_LENGTH_AT 8
 #define ATTRIBUTES_AT 21
@@ -27,12 +29,7 @@
 #define CODEC_MASK 0x07
 
 typedef struct {
-    Py_ssize_t at, length;
-} Span;
-
-typedef struct {
-    Span *spans;
-    Py_ssize_t count, capacity;
+    KeySpans keys;
     Py_ssize_t bad_record; /* the record that failed, with what was wrong */
     const char *error;
 } Scan;
@@ -54,17 +51,17 @@ static int read_varint(const uint8_t *buf, Py_ssize_t end, Py_ssize_t *pos, int6
     return -1;
 }
 
-static int add_span(Scan *scan, Py_ssize_t at, Py_ssize_t length)
+static int add_span(KeySpans *keys, Py_ssize_t at, Py_ssize_t length)
 {
-    if (scan->count == scan->capacity) {
-        Py_ssize_t capacity = scan->capacity ? scan->capacity * 2 : 64;
-        Span *grown = PyMem_RawRealloc(scan->spans, (size_t)capacity * sizeof(Span));
+    if (keys->count == keys->capacity) {
+        Py_ssize_t capacity = keys->capacity ? keys->capacity * 2 : 64;
+        KeySpan *grown = PyMem_RawRealloc(keys->spans, (size_t)capacity * sizeof(KeySpan));
         if (grown == NULL)
             return -1;
-        scan->spans = grown;
-        scan->capacity = capacity;
+        keys->spans = grown;
+        keys->capacity = capacity;
     }
-    scan->spans[scan->count++] = (Span){at, length};
+    keys->spans[keys->count++] = (KeySpan){at, length};
     return 0;
 }
 
@@ -75,11 +72,12 @@ static int fail(Scan *scan, Py_ssize_t record, const char *what)
     return -1;
 }
 
-/* The spans of the non-null keys of ``count`` records in buf[0:end]. Touches no Python object,
- * so it runs with the GIL released. */
-static int scan_records(const uint8_t *buf, Py_ssize_t end, Py_ssize_t count, Scan *scan)
+/* The spans of the non-null keys of ``count`` records in buf[start:end], as offsets into buf.
+ * Touches no Python object, so it runs with the GIL released. */
+static int scan_records(const uint8_t *buf, Py_ssize_t start, Py_ssize_t end, Py_ssize_t count,
+                        Scan *scan)
 {
-    Py_ssize_t pos = 0;
+    Py_ssize_t pos = start;
     for (Py_ssize_t i = 0; i < count; i++) {
         int64_t length, skipped, key_length;
         if (read_varint(buf, end, &pos, &length) < 0 || length < 1 || length > end - pos)
@@ -92,32 +90,32 @@ static int scan_records(const uint8_t *buf, Py_ssize_t end, Py_ssize_t count, Sc
             return fail(scan, i, "truncated record header");
         if (key_length > record_end - pos || key_length < -1)
             return fail(scan, i, "bad key length");
-        if (key_length >= 0 && add_span(scan, pos, (Py_ssize_t)key_length) < 0)
+        if (key_length >= 0 && add_span(&scan->keys, pos, (Py_ssize_t)key_length) < 0)
             return fail(scan, i, "out of memory");
         pos = record_end;
     }
     return 0;
 }
 
-/* Scan without the GIL, then build the list of keys with it. */
-static PyObject *keys_of(const uint8_t *buf, Py_ssize_t end, Py_ssize_t count)
+/* Scan buf[start:end] without the GIL, then build the list of keys with it. */
+static PyObject *keys_of(const uint8_t *buf, Py_ssize_t start, Py_ssize_t end, Py_ssize_t count)
 {
-    Scan scan = {NULL, 0, 0, 0, NULL};
+    Scan scan = {{NULL, 0, 0}, 0, NULL};
     int status;
     Py_BEGIN_ALLOW_THREADS
-    status = scan_records(buf, end, count, &scan);
+    status = scan_records(buf, start, end, count, &scan);
     Py_END_ALLOW_THREADS
     PyObject *keys = NULL;
     if (status < 0) {
         PyErr_Format(PyExc_ValueError, "record %zd: %s", scan.bad_record, scan.error);
         goto done;
     }
-    keys = PyList_New(scan.count);
+    keys = PyList_New(scan.keys.count);
     if (keys == NULL)
         goto done;
-    for (Py_ssize_t i = 0; i < scan.count; i++) {
-        PyObject *key = PyBytes_FromStringAndSize((const char *)buf + scan.spans[i].at,
-                                                  scan.spans[i].length);
+    for (Py_ssize_t i = 0; i < scan.keys.count; i++) {
+        PyObject *key = PyBytes_FromStringAndSize((const char *)buf + scan.keys.spans[i].at,
+                                                  scan.keys.spans[i].length);
         if (key == NULL) {
             Py_CLEAR(keys);
             goto done;
@@ -125,7 +123,7 @@ static PyObject *keys_of(const uint8_t *buf, Py_ssize_t end, Py_ssize_t count)
         PyList_SET_ITEM(keys, i, key);
     }
 done:
-    PyMem_RawFree(scan.spans);
+    PyMem_RawFree(scan.keys.spans);
     return keys;
 }
 
@@ -141,9 +139,41 @@ static PyObject *record_keys(PyObject *self, PyObject *args)
     Py_ssize_t count;
     if (!PyArg_ParseTuple(args, "y*n", &view, &count))
         return NULL;
-    PyObject *keys = keys_of(view.buf, view.len, count);
+    PyObject *keys = keys_of(view.buf, 0, view.len, count);
     PyBuffer_Release(&view);
     return keys;
+}
+
+/* Where an uncompressed batch's records end and how many there are; SCAN_NEEDS_PYTHON for
+ * compressed records, SCAN_FAILED (with *error set) for a header that does not fit. */
+static int batch_records(const uint8_t *buf, Py_ssize_t length, Py_ssize_t *end,
+                         Py_ssize_t *count, const char **error)
+{
+    if (length < RECORDS_AT) {
+        *error = "batch shorter than its header";
+        return SCAN_FAILED;
+    }
+    *end = LOG_OVERHEAD + (Py_ssize_t)big_endian_32(buf + BATCH_LENGTH_AT);
+    *count = big_endian_32(buf + RECORD_COUNT_AT);
+    if (*end < RECORDS_AT || *end > length || *count < 0) {
+        *error = "batch length / record count do not fit the batch";
+        return SCAN_FAILED;
+    }
+    return (buf[ATTRIBUTES_AT + 1] & CODEC_MASK) ? SCAN_NEEDS_PYTHON : SCAN_DONE;
+}
+
+/* body_scan_fn (engine/body_scanner.h): the walker's view of a Kafka batch. */
+static int scan_batch(const uint8_t *body, Py_ssize_t length, KeySpans *out)
+{
+    Py_ssize_t end, count;
+    const char *error;
+    int status = batch_records(body, length, &end, &count, &error);
+    if (status != SCAN_DONE)
+        return status;
+    Scan scan = {*out, 0, NULL};
+    status = scan_records(body, RECORDS_AT, end, count, &scan);
+    *out = scan.keys;
+    return status < 0 ? SCAN_FAILED : SCAN_DONE;
 }
 
 /* batch_keys(batch: bytes-like) -> list[bytes] | None: the non-null keys of an uncompressed
@@ -154,26 +184,19 @@ static PyObject *batch_keys(PyObject *self, PyObject *arg)
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
         return NULL;
-    const uint8_t *buf = view.buf;
+    Py_ssize_t end, count;
+    const char *error;
     PyObject *keys = NULL;
-    if (view.len < RECORDS_AT) {
-        PyErr_SetString(PyExc_ValueError, "batch shorter than its header");
-        goto done;
-    }
-    int32_t batch_length = big_endian_32(buf + BATCH_LENGTH_AT);
-    int32_t count = big_endian_32(buf + RECORD_COUNT_AT);
-    Py_ssize_t end = LOG_OVERHEAD + (Py_ssize_t)batch_length;
-    if (end < RECORDS_AT || end > view.len || count < 0) {
-        PyErr_Format(PyExc_ValueError, "batch length %d / record count %d do not fit %zd bytes",
-                     batch_length, count, view.len);
-        goto done;
-    }
-    if ((buf[ATTRIBUTES_AT + 1] & CODEC_MASK) != 0) { /* attributes: low byte of an int16 */
+    switch (batch_records(view.buf, view.len, &end, &count, &error)) {
+    case SCAN_DONE:
+        keys = keys_of(view.buf, RECORDS_AT, end, count);
+        break;
+    case SCAN_NEEDS_PYTHON:
         keys = Py_NewRef(Py_None);
-        goto done;
+        break;
+    default:
+        PyErr_SetString(PyExc_ValueError, error);
     }
-    keys = keys_of(buf + RECORDS_AT, end - RECORDS_AT, count);
-done:
     PyBuffer_Release(&view);
     return keys;
 }
@@ -194,5 +217,14 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__record_keys(void)
 {
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    PyObject *scanner = PyCapsule_New((void *)scan_batch, BODY_SCANNER_CAPSULE, NULL);
+    if (scanner == NULL || PyModule_AddObject(m, "BODY_SCANNER", scanner) < 0) {
+        Py_XDECREF(scanner);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -36,10 +36,11 @@ from aiokafka.codec import gzip_decode, lz4_decode, snappy_decode, zstd_decode
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 try:
+    from protocol._record_keys import BODY_SCANNER as _BODY_SCANNER
     from protocol._record_keys import batch_keys as _batch_keys
     from protocol._record_keys import record_keys as _scan_keys
 except ImportError:  # installed without a C compiler: keys() uses the record reader instead
-    _batch_keys = _scan_keys = None
+    _BODY_SCANNER = _batch_keys = _scan_keys = None
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
@@ -200,6 +201,8 @@ def _reseal(body: memoryview) -> None:
 
 class KafkaBodyFormat:
     """``engine.body_format.BodyFormat`` for bodies holding exactly one RecordBatch v2."""
+
+    scanner = _BODY_SCANNER  # keys() in C, for the engine's CommitLog walk
 
     def assign(self, body: memoryview, base_offset: int, log_append_time: int | None) -> None:
         # baseOffset sits outside the CRC, so CreateTime batches need no re-checksum.

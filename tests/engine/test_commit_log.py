@@ -12,7 +12,6 @@ from engine.commit_log import (
     MESSAGE_MAGIC,
     PREFIX_SIZE,
     CommitLog,
-    CopiedReader,
     DispatchRequest,
     topic_trailer,
 )
@@ -109,47 +108,3 @@ def test_entry_encode_decode_round_trip(tmp_path_factory, topic, partition, offs
     decoded, size = log.decode(req.phy_offset, check_crc=True)
     assert decoded == req and size == req.size
     log.queue.close()
-
-
-def _walk(reader: CopiedReader, start: int, end: int) -> list[tuple[int, int, bytes | None]]:
-    """(phy, size, body) of every entry from ``start`` to ``end`` as the reader decodes them."""
-    walked, phy = [], start
-    while phy < end:
-        req, size, body = reader.decode(phy, end)
-        assert size > 0, f"no entry at {phy}"
-        walked.append((phy, size, None if req is None else bytes(body)))
-        phy += size
-    return walked
-
-
-def test_copied_reader_decodes_what_the_mapping_holds_across_chunks_blanks_and_big_entries(
-        tmp_path):
-    log = _log(tmp_path, size=16384)
-    reqs, bodies = [], []
-    for i in range(40):  # ~0.2-6 KiB entries: several per chunk, segment rolls with blanks
-        bodies.append(bytes(batch([b"v%d" % i * (50 + 300 * (i % 7))])))
-        reqs.append(_append(log, memoryview(bytearray(bodies[-1])), offset=i))
-    reader = CopiedReader(log, 3000)  # smaller than some entries: those are read in place
-    walked = _walk(reader, 0, log.max_offset)
-    assert [w for w in walked if w[2] is not None] == [
-        (r.phy_offset, r.size, b) for r, b in zip(reqs, bodies)]
-    assert any(w[2] is None for w in walked), "no segment ended with a blank"
-    assert any(r.size > 3000 for r in reqs) and any(r.size < 1000 for r in reqs)
-
-
-def test_copied_reader_copies_nothing_past_the_end_it_is_given(tmp_path):
-    log = _log(tmp_path, size=16384)
-    first = _append(log, batch([b"first"]))
-    reader = CopiedReader(log, 8192)
-    assert bytes(reader.decode(0, first.size)[2]) == bytes(log.body(0, first.size))
-    second = _append(log, batch([b"second"]), offset=1)  # written after the copy was made
-    req, size, body = reader.decode(second.phy_offset, log.max_offset)
-    assert (req.queue_offset, size) == (1, second.size)
-    assert bytes(body) == bytes(log.body(second.phy_offset, second.size))
-
-
-def test_copied_reader_reports_an_invalid_entry_as_size_zero(tmp_path):
-    log = _log(tmp_path)
-    req = _append(log, batch([b"x" * 100]))
-    log.queue.files[0].write_at(4, (struct.pack(">I", 0xBAD),), 4)  # MAGICCODE
-    assert CopiedReader(log, 8192).decode(0, req.size) == (None, 0, None)

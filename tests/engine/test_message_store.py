@@ -6,8 +6,7 @@ import shutil
 
 import pytest
 
-from engine import MessageStore, StoreConfig, StoreStatus
-from engine.index_builder import COPY_CHUNK_BYTES
+from engine import MessageStore, StoreConfig, StoreStatus, index_builder
 from protocol.record_batch import KafkaBodyFormat, decode_records
 from tests.engine.conftest import SMALL, batch, open_store
 
@@ -168,19 +167,25 @@ def test_lookup_by_key_finds_the_batches_holding_it(tmp_path, run):
     run(body())
 
 
-def test_lookup_finds_keys_of_batches_scanned_in_the_builders_copy_and_in_place(tmp_path, run):
-    """The IndexBuilder scans bodies in a copy made a chunk at a time: many batches per chunk,
-    refills, a segment roll between them, and a batch larger than the chunk (scanned in the
-    mapping instead) must all have their keys found."""
+@pytest.mark.parametrize("walk", ["c", "python"])
+def test_lookup_finds_keys_across_walks_segment_rolls_and_big_batches(tmp_path, run, walk,
+                                                                     monkeypatch):
+    """The IndexBuilder walks the CommitLog a stretch at a time (in C, or in Python without a
+    compiler): many batches per stretch, a segment roll between them, a batch larger than a
+    stretch and a compressed one must all have their keys found."""
+    monkeypatch.setattr(index_builder, "WALK_BYTES", 64 * 1024)
+    if walk == "python":
+        monkeypatch.setattr(index_builder, "_walk", None)
     value = b"x" * 1000
     async def body():
         async with open_store(tmp_path, commitlog_segment_bytes=2 << 20) as store:
+            assert (store.index._scanner is None) == (walk == "python")
             store.create_topic("t", 1)
-            big = [value] * (COPY_CHUNK_BYTES // len(value) + 50)
             for i in range(120):  # ~30 KiB batches: ~3.5 MiB, so the CommitLog rolls
-                records = big if i == 60 else [value] * 30
+                records = [value] * (100 if i == 60 else 30)
                 keys = [b"k%d" % i] + [None] * (len(records) - 1)
-                _append(store, "t", 0, records, keys=keys)
+                _append(store, "t", 0, records, keys=keys,
+                        compression="lz4" if i == 70 else "none")
             assert store.commit_log.queue.files[0].end_offset < store.commit_log.max_offset
             for i in range(120):
                 assert len(await store.lookup_key("t", b"k%d" % i)) == 1, i

@@ -1,0 +1,69 @@
+"""The IndexBuilder's C walk over CommitLog entries (engine/_commit_log_walk.c) with the Kafka
+body scanner: the entries it reports, and where and why it stops."""
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from engine.commit_log import CommitLog, DispatchRequest, topic_trailer
+from engine.mapped_file_queue import MappedFileQueue
+from protocol.record_batch import KafkaBodyFormat
+from tests.engine.conftest import batch
+
+walk_module = pytest.importorskip("engine._commit_log_walk", reason="built without a C compiler")
+SCANNER = KafkaBodyFormat.scanner
+LIMIT, BLANK, INVALID = 0, 1, 2
+
+
+def _log(tmp_path, size=16384) -> CommitLog:
+    return CommitLog(MappedFileQueue(tmp_path, size), KafkaBodyFormat())
+
+
+def _append(log: CommitLog, body: memoryview, topic="t", partition=0, store_ts=5678
+            ) -> DispatchRequest:
+    req = DispatchRequest(topic, partition, 0, 1, 0, 0, 1234, store_ts, 0)
+    log.append(req, body, topic_trailer(topic), born_host=1, store_host=2)
+    return req
+
+
+def _walk(log: CommitLog, pos: int, limit: int) -> tuple[int, int, list]:
+    mapped = log.queue.files[0]
+    return walk_module.walk(mapped.view(), pos, limit, mapped.start_offset, SCANNER)
+
+
+def test_reports_only_entries_with_keys_and_compressed_ones_for_the_python_path(tmp_path):
+    log = _log(tmp_path)
+    keyed = _append(log, batch([b"a", b"b", b"c"], keys=[b"k1", None, b"k3"]), "orders", 4, 99)
+    _append(log, batch([b"no keys"] * 3))
+    packed = _append(log, batch([b"v"], keys=[b"z"], compression="gzip"), "gz", 1, 7)
+    end = log.max_offset
+    walked, stop, found = _walk(log, 0, end)
+    assert (walked, stop) == (end, LIMIT)
+    assert found == [(keyed.phy_offset, keyed.size, 4, 99, b"orders", [b"k1", b"k3"]),
+                     (packed.phy_offset, packed.size, 1, 7, b"gz", None)]
+
+
+def test_stops_before_an_entry_past_the_limit_at_a_blank_and_at_damage(tmp_path):
+    log = _log(tmp_path, size=4096)
+    first = _append(log, batch([b"x" * 100], keys=[b"k"]))
+    second = _append(log, batch([b"y" * 100], keys=[b"l"]))
+    assert _walk(log, 0, second.phy_offset + second.size - 1)[:2] == (second.phy_offset, LIMIT)
+    while log.queue.files[0].free_bytes > 2000:  # fill the segment: it ends with a blank
+        _append(log, batch([b"z" * 500]))
+    _append(log, batch([b"z" * 1500]))
+    segment = log.queue.files[0]
+    walked, stop, found = _walk(log, 0, segment.size)
+    assert stop == BLANK and walked < segment.size
+    assert [f[0] for f in found] == [first.phy_offset, second.phy_offset]
+    segment.write_at(second.phy_offset + 4, (struct.pack(">I", 0xBAD),), 4)  # MAGICCODE
+    assert _walk(log, 0, segment.size)[:2] == (second.phy_offset, INVALID)
+
+
+def test_refuses_a_walk_outside_the_segment_and_a_foreign_capsule(tmp_path):
+    log = _log(tmp_path)
+    _append(log, batch([b"x"]))
+    with pytest.raises(ValueError, match="outside"):
+        _walk(log, 0, 1 << 20)
+    with pytest.raises(ValueError):
+        walk_module.walk(log.queue.files[0].view(), 0, 10, 0, object())
