@@ -94,11 +94,6 @@ class MappedFile:
         10,000 partitions keep thousands open, read small units this way)."""
         return os.pread(self._fd, length, pos)
 
-    def read_into(self, pos: int, buffer: memoryview) -> memoryview:
-        """Copy the bytes at ``pos`` into ``buffer`` with one preadv (which releases the GIL);
-        returns the filled part."""
-        return buffer[: os.preadv(self._fd, (buffer,), pos)]
-
     def view(self) -> memoryview:
         if self._view is None:
             self._mm = mmap.mmap(self._fd, self.size, prot=mmap.PROT_READ)
