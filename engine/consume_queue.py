@@ -11,9 +11,14 @@ byte offset (RocketMQ's naming):
 Every offset of a batch gets the same unit (one bytes multiplication), so finding an offset is
 one multiplication. tagsCode is a running maximum, like Kafka's time index, so a binary search
 finds the first batch whose max timestamp reaches a target even when producers' clocks go back.
-Entries are written with pwrite (a full disk is an OSError, never a SIGBUS) and read with pread,
+Units are written with pwrite (a full disk is an OSError, never a SIGBUS) and read with pread,
 never mapped (a mapping would hold a second descriptor per file); the files are sparse and
-derived state, rebuilt from the CommitLog when lost.
+derived state, rebuilt from the CommitLog when lost. New units wait in memory (``pending``)
+until PENDING_BYTES of them have gathered, or the thorough flush round or a truncation comes:
+one pwrite then covers many appends (a 64 KiB batch of 1 KiB records writes 1,280 bytes of
+units, a 1 KiB batch 20; a pwrite per append cost 64 KiB appends 16% of their time). Reads see
+pending units. Units lost with the process are re-dispatched at the next start, like any
+units written after the last thorough flush.
 """
 from __future__ import annotations
 
@@ -32,6 +37,7 @@ log = logging.getLogger(__name__)
 CQ_UNIT = struct.Struct(">qiq")  # phyOffset, size, tagsCode
 UNIT_SIZE = CQ_UNIT.size
 NO_TIMESTAMP = -1
+PENDING_BYTES = 4096  # a page of units
 
 
 class ConsumeQueue:
@@ -47,6 +53,8 @@ class ConsumeQueue:
         "max_phy_end",
         "min_offset",
         "partition",
+        "pending",
+        "pending_from",
         "topic",
     )  # see MappedFile.__slots__
 
@@ -64,6 +72,8 @@ class ConsumeQueue:
         self.max_offset = 0  # next offset to assign
         self.last_tags = NO_TIMESTAMP
         self.max_phy_end = 0  # end of the last batch's CommitLog entry
+        self.pending = bytearray()  # units from offset pending_from to max_offset, unwritten
+        self.pending_from = 0
 
     def __repr__(self) -> str:
         return f"ConsumeQueue({self.topic}-{self.partition})"
@@ -113,18 +123,31 @@ class ConsumeQueue:
             self.last_tags, self.max_phy_end = NO_TIMESTAMP, 0
 
     def put(self, queue_offset: int, count: int, phy: int, size: int, timestamp: int) -> None:
-        """Write ``count`` identical units for a batch at its base offset."""
-        if not self.file_indexes:
+        """Add ``count`` identical units for a batch at its base offset (to ``pending``)."""
+        if not self.file_indexes and not self.pending:
             self.min_offset = queue_offset
+        if self.pending and queue_offset != self.max_offset:  # a replayed batch over a gap
+            self.drain()
+        if not self.pending:
+            self.pending_from = queue_offset
         self.last_tags = max(self.last_tags, timestamp)
-        data = CQ_UNIT.pack(phy, size, self.last_tags) * count
-        index, at = divmod(queue_offset * UNIT_SIZE, self.file_bytes)
-        if at + len(data) <= self.file_bytes:  # the usual case: the batch fits the file
+        self.pending += CQ_UNIT.pack(phy, size, self.last_tags) * count
+        self.max_offset = queue_offset + count
+        self.max_phy_end = phy + size
+        if len(self.pending) >= PENDING_BYTES:
+            self.drain()
+
+    def drain(self) -> None:
+        """Write the pending units; on an OSError they stay pending (and readable)."""
+        if not self.pending:
+            return
+        data = bytes(self.pending)  # no view: the bytearray must stay resizable after an error
+        index, at = divmod(self.pending_from * UNIT_SIZE, self.file_bytes)
+        if at + len(data) <= self.file_bytes:  # the usual case: they fit the file
             self._write(index, at, data)
         else:
             self._write_across(index, at, memoryview(data))
-        self.max_offset = queue_offset + count
-        self.max_phy_end = phy + size
+        self.pending = bytearray()
 
     def _write_across(self, index: int, at: int, data: memoryview) -> None:
         while data:
@@ -140,14 +163,20 @@ class ConsumeQueue:
 
     def get(self, offset: int) -> tuple[int, int, int]:
         """(phyOffset, size, tagsCode) of ``offset``; size 0 marks a hole."""
+        if self.pending and offset >= self.pending_from:
+            return CQ_UNIT.unpack_from(self.pending, (offset - self.pending_from) * UNIT_SIZE)
         index, at = divmod(offset * UNIT_SIZE, self.file_bytes)
         return CQ_UNIT.unpack(self._file(index).pread(at, UNIT_SIZE))
 
     def units(self, count: int, offset: int) -> bytes:
-        """Up to ``count`` units from ``offset``, stopping at its file's end and at max_offset:
-        one pread for a walk over consecutive batches (see UnitReader)."""
+        """Up to ``count`` units from ``offset``, stopping at its file's end, at the pending
+        units and at max_offset: one pread (or none) for a walk over consecutive batches."""
+        if self.pending and offset >= self.pending_from:
+            at = (offset - self.pending_from) * UNIT_SIZE
+            return bytes(self.pending[at : at + count * UNIT_SIZE])
         index, at = divmod(offset * UNIT_SIZE, self.file_bytes)
-        count = min(count, self.max_offset - offset, (self.file_bytes - at) // UNIT_SIZE)
+        end = self.pending_from if self.pending else self.max_offset
+        count = min(count, end - offset, (self.file_bytes - at) // UNIT_SIZE)
         return self._file(index).pread(at, count * UNIT_SIZE)
 
     def _size_at(self, offset: int) -> int:
@@ -173,7 +202,10 @@ class ConsumeQueue:
         self.truncate_offset(cut)
 
     def truncate_offset(self, offset: int) -> None:
-        """Drop every unit from ``offset`` on."""
+        """Drop every unit from ``offset`` on, pending or written (a drain that failed half way
+        may have written some)."""
+        if self.pending:
+            del self.pending[max(0, offset - self.pending_from) * UNIT_SIZE:]
         keep = offset * UNIT_SIZE // self.file_bytes
         for index in [i for i in self.file_indexes if i > keep]:
             self._delete_file(index)
@@ -194,6 +226,7 @@ class ConsumeQueue:
         return count
 
     def destroy(self) -> None:
+        self.pending = bytearray()
         for index in list(self.file_indexes):
             self._delete_file(index)
 

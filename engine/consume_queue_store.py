@@ -1,12 +1,15 @@
 """All ConsumeQueues, opened on first use so that idle partitions cost nothing at start."""
 from __future__ import annotations
 
+import logging
 import shutil
 from collections.abc import Iterator
 
-from engine.consume_queue import ConsumeQueue
+from engine.consume_queue import UNIT_SIZE, ConsumeQueue
 from engine.file_handle_cache import FileHandleCache
 from engine.paths import StorePaths
+
+log = logging.getLogger(__name__)
 
 
 class ConsumeQueueStore:
@@ -42,6 +45,18 @@ class ConsumeQueueStore:
         return iter([queue for slots in self._queues.values() for queue in slots
                      if queue is not None])
 
+    def drain(self) -> bool:
+        """Write every queue's pending units; False (logged) if some could not be written."""
+        drained = True
+        for queue in self.loaded():
+            try:
+                queue.drain()
+            except OSError as exc:
+                log.error("%s: %d pending units not written: %s", queue,
+                          len(queue.pending) // UNIT_SIZE, exc)
+                drained = False
+        return drained
+
     def exists_on_disk(self, topic: str, partition: int) -> bool:
         return self.paths.consumequeue_dir(topic, partition).is_dir()
 
@@ -66,5 +81,6 @@ class ConsumeQueueStore:
         shutil.rmtree(self.paths.consumequeue_topic_dir(topic), ignore_errors=True)
 
     def close(self) -> None:
+        self.drain()
         self.handles.close_all()
         self._queues.clear()

@@ -5,8 +5,8 @@ ConsumeQueues are derived state, so they are synced on a relaxed timer, as in Ro
 dirty pages, and every ``consumequeue_flush_thorough_interval_ms`` all of them. Syncing a file
 that only a few units dirtied would clean its page, and the next append to that partition would
 pay to dirty it again; with 10,000 partitions that cost a quarter of append throughput. The
-checkpoint's ``consumequeue_flushed`` only moves after a thorough round, when every file
-covering it is on disk; recovery after a crash re-dispatches from there. With thousands of
+checkpoint's ``consumequeue_flushed`` only moves after a thorough round, which first writes every
+queue's pending units (see ConsumeQueue), when every file covering it is on disk; recovery after a crash re-dispatches from there. With thousands of
 partitions, one fdatasync per dirty file would take seconds, so above ``SYNCFS_THRESHOLD`` dirty
 files a single syncfs(2) of the data directory's filesystem does the same work in one call.
 """
@@ -35,8 +35,10 @@ SYNCFS_THRESHOLD = 64
 
 class FlushConsumeQueueService:
     def __init__(self, handles: FileHandleCache, checkpoint: StoreCheckpoint,
-                 dispatched: Callable[[], int], config: StoreConfig) -> None:
+                 dispatched: Callable[[], int], drain: Callable[[], bool],
+                 config: StoreConfig) -> None:
         self._handles = handles
+        self._drain = drain
         self._checkpoint = checkpoint
         self._dispatched = dispatched
         self._interval = config.consumequeue_flush_interval_ms / 1000
@@ -67,6 +69,7 @@ class FlushConsumeQueueService:
         """Sync the files due (all of them when ``thorough``); a thorough round also records
         how far the queues are durable."""
         dispatched = self._dispatched()
+        drained = self._drain() if thorough else False  # on the loop, like the appends
         if thorough:
             self._last_thorough = time.monotonic()
         files, retired = self._handles.take_flush_work(0 if thorough else self._least_bytes)
@@ -78,7 +81,7 @@ class FlushConsumeQueueService:
             return
         finally:
             self._handles.finish_flush(retired)
-        if not thorough:
+        if not drained:  # the checkpoint may only claim units that are in the files
             return
         value = self._checkpoint.value
         value.consumequeue_flushed = dispatched

@@ -96,14 +96,20 @@ class MessageStore:
         await self.flush_service.stop()
         self.index.stop()
         await self.consumequeue_flush_service.stop()
+        drained = self.queues.drain()  # done by the final flush unless that failed
         value = self.checkpoint.value
         value.commitlog_flushed = self.commit_log.flush()
-        value.consumequeue_flushed = self.dispatcher.dispatched_offset
+        if drained:
+            value.consumequeue_flushed = self.dispatcher.dispatched_offset
         self.checkpoint.save()
         self.queues.close()
         self.commit_log.queue.close()
         self._allocator.shutdown()
-        self.paths.abort.unlink(missing_ok=True)
+        if drained:
+            self.paths.abort.unlink(missing_ok=True)
+        else:  # the abort marker stays: the next start re-dispatches the missing units
+            log.error("store closed with ConsumeQueue units unwritten; the next start "
+                      "rebuilds them from the CommitLog")
         os.close(self._lock_fd)
         log.info("store closed at %s, CommitLog end %d", self.paths.root, value.commitlog_flushed)
 
@@ -129,7 +135,8 @@ class MessageStore:
             self.flush_service = FlushCommitLogService(self.commit_log, self.checkpoint, cfg)
         self.flush_service.start()
         self.consumequeue_flush_service = FlushConsumeQueueService(
-            self.handles, self.checkpoint, lambda: self.dispatcher.dispatched_offset, cfg)
+            self.handles, self.checkpoint, lambda: self.dispatcher.dispatched_offset,
+            self.queues.drain, cfg)
         self.consumequeue_flush_service.start()
         self.index = IndexBuilder(self.paths.index, self.commit_log, self.body_format,
                                   self.checkpoint, cfg, lambda: self.dispatcher.dispatched_offset)

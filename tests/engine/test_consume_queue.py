@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.consume_queue import CQ_UNIT, UNIT_SIZE, ConsumeQueue, UnitReader
+from engine.consume_queue import CQ_UNIT, PENDING_BYTES, UNIT_SIZE, ConsumeQueue, UnitReader
 from engine.consume_queue_store import ConsumeQueueStore
 from engine.file_handle_cache import FileHandleCache
 from engine.mapped_file_queue import StoreDamaged
@@ -31,6 +31,7 @@ def test_batch_crossing_a_file_boundary_is_split(tmp_path):
     queue = _queue(tmp_path, per_file=10)
     queue.put(0, 8, phy=0, size=10, timestamp=1)
     queue.put(8, 5, phy=10, size=10, timestamp=2)
+    queue.drain()
     assert queue.file_indexes == [0, 1]
     assert queue.get(9) == queue.get(12) == (10, 10, 2)
     files = sorted(p.name for p in (tmp_path / "t" / "0").iterdir())
@@ -50,6 +51,7 @@ def test_load_finds_the_end_by_binary_search(tmp_path):
     queue = _queue(tmp_path, per_file=100)
     for offset in range(37):
         queue.put(offset, 1, phy=offset * 10 + 5, size=10, timestamp=offset)
+    queue.drain()
     queue._handles.close_all()
     again = _queue(tmp_path, per_file=100)
     assert (again.min_offset, again.max_offset) == (0, 37)
@@ -60,6 +62,7 @@ def test_queue_rebuilt_mid_log_starts_at_its_first_offset(tmp_path):
     queue = _queue(tmp_path, per_file=100)
     queue.put(42, 3, phy=5000, size=70, timestamp=1)
     assert queue.min_offset == 42
+    queue.drain()
     queue._handles.close_all()
     again = _queue(tmp_path, per_file=100)
     assert (again.min_offset, again.max_offset) == (42, 45)
@@ -69,6 +72,7 @@ def test_truncate_phy_drops_units_past_the_commitlog_end(tmp_path):
     queue = _queue(tmp_path, per_file=4)
     for offset in range(10):
         queue.put(offset, 1, phy=offset * 100, size=100, timestamp=offset)
+    queue.drain()
     queue.truncate_phy(550)  # entries at phy 600.. are gone; 500 ends past 550 but starts before
     assert queue.max_offset == 6
     assert queue.file_indexes == [0, 1]
@@ -81,6 +85,7 @@ def test_delete_files_below_keeps_the_last_file(tmp_path):
     queue = _queue(tmp_path, per_file=4)
     for offset in range(10):
         queue.put(offset, 1, phy=offset, size=1, timestamp=0)
+    queue.drain()
     assert queue.delete_files_below(9) == 2
     assert queue.file_indexes == [2]
     assert queue.min_offset == 8
@@ -91,6 +96,7 @@ def test_missing_middle_file_is_damage(tmp_path):
     queue = _queue(tmp_path, per_file=2)
     for offset in range(6):
         queue.put(offset, 1, phy=offset, size=1, timestamp=0)
+    queue.drain()
     queue._handles.close_all()
     (tmp_path / "t" / "0" / offset_file_name(2 * UNIT_SIZE)).unlink()
     with pytest.raises(StoreDamaged, match="missing"):
@@ -100,7 +106,8 @@ def test_missing_middle_file_is_damage(tmp_path):
 def test_evicted_dirty_file_is_retired_for_the_flusher(tmp_path):
     handles = FileHandleCache(1)
     queue = ConsumeQueue("t", 0, tmp_path, 2, handles)
-    queue.put(0, 4, phy=0, size=1, timestamp=0)  # two files, capacity one
+    queue.put(0, 4, phy=0, size=1, timestamp=0)
+    queue.drain()  # two files, capacity one
     files, retired = handles.take_flush_work()
     assert len(retired) == 1 and retired[0] in files
     for mapped in files:
@@ -135,9 +142,42 @@ def test_unit_reader_reads_blocks_that_stop_at_the_file_end_and_the_queue_end(tm
     queue = _queue(tmp_path, per_file=10)
     for offset in range(0, 24, 3):  # batches of three records over three files
         queue.put(offset, 3, phy=offset * 100, size=300, timestamp=offset)
+        if offset == 12:
+            queue.drain()  # offsets 0-14 in the files, 15-23 pending
     monkeypatch.setattr(UnitReader, "BLOCK_UNITS", 4)
     reader = UnitReader(queue)
     assert [reader.get(offset) for offset in range(24)] == \
         [queue.get(offset) for offset in range(24)]
     assert len(queue.units(256, 8)) == 2 * UNIT_SIZE  # file 0 ends at offset 10
     assert len(queue.units(256, 22)) == 2 * UNIT_SIZE  # the queue ends at offset 24
+
+
+def test_units_wait_in_memory_readable_until_a_page_gathers_or_a_drain(tmp_path):
+    queue = _queue(tmp_path, per_file=1000)
+    queue.put(0, 3, phy=0, size=100, timestamp=5)
+    assert queue.file_indexes == [] and queue.get(2) == (0, 100, 5)
+    per_page = PENDING_BYTES // UNIT_SIZE
+    queue.put(3, per_page, phy=100, size=100, timestamp=6)  # a page's worth: written out
+    assert queue.file_indexes == [0] and queue.pending == bytearray()
+    queue.put(3 + per_page, 2, phy=200, size=100, timestamp=7)
+    queue.truncate_offset(4 + per_page)  # cuts the pending units
+    assert (queue.max_offset, queue.get(3 + per_page)) == (4 + per_page, (200, 100, 7))
+    queue.drain()
+    queue._handles.close_all()
+    again = _queue(tmp_path, per_file=1000)
+    assert (again.max_offset, again.get(3 + per_page)) == (4 + per_page, (200, 100, 7))
+
+
+def test_a_failed_drain_keeps_the_units_pending_and_readable(tmp_path, monkeypatch):
+    queue = _queue(tmp_path)
+    queue.put(0, 2, phy=0, size=10, timestamp=1)
+
+    def full_disk(*_args):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(ConsumeQueue, "_write", full_disk)  # the real case: test_disk_full
+    with pytest.raises(OSError):
+        queue.drain()
+    assert queue.get(1) == (0, 10, 1) and len(queue.pending) == 2 * UNIT_SIZE
+    monkeypatch.undo()
+    queue.drain()
+    assert queue.pending == bytearray() and queue.get(1) == (0, 10, 1)

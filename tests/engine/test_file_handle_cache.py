@@ -77,11 +77,13 @@ def test_reading_queues_holds_one_descriptor_per_file_within_the_budget(tmp_path
     for partition in range(40):
         queue = store.get("t", partition)
         queue.put(0, 3, phy=partition * 100, size=100, timestamp=partition)
+        queue.drain()  # units wait in memory until written out; this opens the file
         assert queue.get(2) == (partition * 100, 100, partition)
     assert _open_descriptors() - before == 40
     for partition in range(40, 200):  # past the budget: the oldest files close or retire
         queue = store.get("t", partition)
         queue.put(0, 3, phy=partition * 100, size=100, timestamp=partition)
+        queue.drain()
         assert queue.get(0)[0] == partition * 100
         assert _open_descriptors() - before <= capacity
     assert store.get("t", 7).get(1) == (700, 100, 7)  # reopened from disk

@@ -87,6 +87,7 @@ def test_consumequeue_flush_leaves_lightly_dirty_files_until_a_thorough_round(tm
                 store.append("t", 0, batch([b"v"]), offset_count=1, max_timestamp=0)
             store.append("t", 1, batch([b"v"]), offset_count=1, max_timestamp=0)
             store.append("t", 2, batch([b"v"]), offset_count=1, max_timestamp=0)
+            store.queues.drain()  # units wait in memory until a page gathers: write them all
             await store.consumequeue_flush_service.flush(thorough=False)
             dirty = {(m.path.parent.name, m.path.name) for m in store.handles.dirty}
             assert dirty == {("1", f"{0:020d}"), ("2", f"{20_000:020d}")}, dirty
