@@ -11,6 +11,6 @@ INCLUDE = ["."]  # engine/body_scanner.h, the interface between the two
 setup(ext_modules=[
     Extension("protocol._record_keys", ["protocol/_record_keys.c"], include_dirs=INCLUDE,
               depends=["engine/body_scanner.h"], optional=True),
-    Extension("engine._commit_log_walk", ["engine/_commit_log_walk.c"], include_dirs=INCLUDE,
+    Extension("engine._commit_log", ["engine/_commit_log.c"], include_dirs=INCLUDE,
               depends=["engine/body_scanner.h"], optional=True),
 ])

@@ -33,6 +33,11 @@ from dataclasses import dataclass
 from engine.body_format import BodyFormat
 from engine.mapped_file_queue import MappedFileQueue
 
+try:
+    from engine._commit_log import write_entry as _write_entry
+except ImportError:  # installed without a C compiler: the prefix is packed in Python
+    _write_entry = None
+
 log = logging.getLogger(__name__)
 
 MESSAGE_MAGIC = 0x43474D31  # "CGM1"
@@ -84,12 +89,24 @@ class CommitLog:
         if size + END_FILE_MIN_BLANK_LENGTH > mapped.free_bytes:
             self._close_segment(mapped)
             mapped = self.queue.last_for_append()
-        phy = mapped.start_offset + mapped.wrote_position
-        prefix = ENTRY_PREFIX.pack(
-            size, MESSAGE_MAGIC, self.body_format.stored_checksum(body), req.partition,
-            req.offset_count, req.queue_offset, phy, req.sys_flag, req.max_timestamp, born_host,
-            req.store_timestamp, store_host, 0, 0, len(body))
-        mapped.append((prefix, body, trailer), size)
+        pos = mapped.wrote_position
+        phy = mapped.start_offset + pos
+        crc = self.body_format.stored_checksum(body)
+        if _write_entry is None:
+            prefix = ENTRY_PREFIX.pack(
+                size, MESSAGE_MAGIC, crc, req.partition, req.offset_count, req.queue_offset, phy,
+                req.sys_flag, req.max_timestamp, born_host, req.store_timestamp, store_host, 0, 0,
+                len(body))
+            mapped.append((prefix, body, trailer), size)
+        else:
+            try:
+                _write_entry(body, trailer, mapped.fileno(), pos, mapped.size, phy, crc,
+                             req.partition, req.offset_count, req.queue_offset, req.sys_flag,
+                             req.max_timestamp, born_host, req.store_timestamp, store_host)
+            except OSError as exc:
+                raise OSError(exc.errno, f"{mapped.path}: {exc.strerror} writing the entry at "
+                                         f"{pos}") from None
+            mapped.wrote_position = pos + size
         req.phy_offset = phy
         req.size = size
 

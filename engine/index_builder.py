@@ -22,7 +22,7 @@ from engine.config import StoreConfig
 from engine.index_file import IndexService
 
 try:
-    from engine._commit_log_walk import walk as _walk
+    from engine._commit_log import walk as _walk
 except ImportError:  # installed without a C compiler: entries are walked in Python
     _walk = None
 

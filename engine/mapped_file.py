@@ -69,6 +69,10 @@ class MappedFile:
     def free_bytes(self) -> int:
         return self.size - self.wrote_position
 
+    def fileno(self) -> int:
+        """The descriptor, for a C writer that packs and writes in one call (CommitLog)."""
+        return self._fd
+
     def append(self, buffers: Sequence[bytes | bytearray | memoryview], length: int) -> int:
         """Append ``length`` bytes made of ``buffers`` in one pwritev; returns the start position."""
         pos = self.wrote_position

@@ -1,11 +1,15 @@
 """CommitLog: entry layout, segment roll with BLANK filler, decode and validation."""
 from __future__ import annotations
 
+import errno
+import os
 import struct
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine import commit_log
 from engine.commit_log import (
     BLANK_MAGIC,
     ENTRY_PREFIX,
@@ -30,7 +34,17 @@ def _append(log: CommitLog, body: memoryview, topic="t", partition=0, offset=0) 
     return req
 
 
-def test_entry_layout_matches_the_documented_fields(tmp_path):
+@pytest.fixture(params=["c", "python"])
+def writer(request, monkeypatch):
+    """Entries are written by the C helper, or packed in Python when it is not built."""
+    if request.param == "c" and commit_log._write_entry is None:
+        pytest.fail("engine._commit_log is not built (python setup.py build_ext --inplace)")
+    if request.param == "python":
+        monkeypatch.setattr(commit_log, "_write_entry", None)
+    return request.param
+
+
+def test_entry_layout_matches_the_documented_fields(tmp_path, writer):
     log = _log(tmp_path)
     body = batch([b"hello"])
     req = _append(log, body, partition=3, offset=42)
@@ -101,10 +115,50 @@ def test_zeros_after_the_end_read_as_unwritten(tmp_path):
        payload=st.binary(max_size=3000))
 def test_entry_encode_decode_round_trip(tmp_path_factory, topic, partition, offset, count,
                                         max_ts, payload):
-    log = _log(tmp_path_factory.mktemp("cl"), size=1 << 16)
+    log = _log(tmp_path_factory.mktemp("cl"), size=1 << 16)  # written by the C helper if built
     body = batch([payload])
     req = DispatchRequest(topic, partition, offset, count, 0, 0, max_ts, 77, 5)
     log.append(req, body, topic_trailer(topic), born_host=0, store_host=0)
     decoded, size = log.decode(req.phy_offset, check_crc=True)
     assert decoded == req and size == req.size
     log.queue.close()
+
+
+def test_c_and_python_writers_store_identical_bytes(tmp_path, monkeypatch):
+    if commit_log._write_entry is None:
+        pytest.fail("engine._commit_log is not built (python setup.py build_ext --inplace)")
+    images = []
+    for name in ("c", "python"):
+        if name == "python":
+            monkeypatch.setattr(commit_log, "_write_entry", None)
+        (tmp_path / name).mkdir()
+        log = _log(tmp_path / name, size=1 << 14)
+        for i, payload in enumerate([b"a", b"b" * 3000, b"", b"c" * 9000, b"d" * 6000]):
+            req = DispatchRequest("topic.x", 7 + i, 2**40 + i, 3, 0, 0, -1, 2**41, 0x55)
+            log.append(req, batch([payload]), topic_trailer("topic.x", b"p"), born_host=2**33,
+                       store_host=-5)
+        log.flush()
+        images.append([(tmp_path / name / f.path.name).read_bytes() for f in log.queue.files])
+        log.queue.close()
+    assert len(images[0]) == 2  # the last entry rolled to a second segment
+    assert images[0] == images[1]
+
+
+def test_c_writer_reports_a_failed_write_with_the_segment_file(tmp_path):
+    if commit_log._write_entry is None:
+        pytest.fail("engine._commit_log is not built (python setup.py build_ext --inplace)")
+    log = _log(tmp_path)
+    mapped = log.queue.last_for_append()
+    os.close(mapped.fileno())
+    read_only = os.open(mapped.path, os.O_RDONLY)  # takes the closed descriptor's number
+    try:
+        assert read_only == mapped.fileno()
+        with pytest.raises(OSError) as failure:
+            _append(log, batch([b"x"]))
+    finally:
+        os.close(read_only)
+        mapped._fd = -1
+    assert failure.value.errno == errno.EBADF and str(mapped.path) in str(failure.value)
+    assert mapped.wrote_position == 0
+    with pytest.raises(ValueError, match="passes the segment end"):
+        commit_log._write_entry(b"x" * 5000, b"", 0, 0, 4096, 0, *[0] * 9)

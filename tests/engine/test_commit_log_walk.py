@@ -1,4 +1,4 @@
-"""The IndexBuilder's C walk over CommitLog entries (engine/_commit_log_walk.c) with the Kafka
+"""The IndexBuilder's C walk over CommitLog entries (engine/_commit_log.c) with the Kafka
 body scanner: the entries it reports, and where and why it stops."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from engine.mapped_file_queue import MappedFileQueue
 from protocol.record_batch import KafkaBodyFormat
 from tests.engine.conftest import batch
 
-walk_module = pytest.importorskip("engine._commit_log_walk", reason="built without a C compiler")
+walk_module = pytest.importorskip("engine._commit_log", reason="built without a C compiler")
 SCANNER = KafkaBodyFormat.scanner
 LIMIT, BLANK, INVALID = 0, 1, 2
 
