@@ -214,19 +214,20 @@ class MessageStore:
     def append(self, topic: str, partition: int, body: memoryview, *, offset_count: int,
                max_timestamp: int, sys_flag: int = 0, born_host: int = 0) -> AppendResult:
         """Store one batch (a writable buffer; the base offset is written into it in place)."""
-        queue, status = self._queue(topic, partition)
-        if queue is None:
-            return AppendResult(status)
+        record = self.table.topics.get(topic)  # one lookup: this runs for every produced batch
+        if record is None or not 0 <= partition < record.partitions:
+            return AppendResult(StoreStatus.UNKNOWN_TOPIC_OR_PARTITION)
         if not self.open_:
             return AppendResult(StoreStatus.STORE_CLOSED)
+        queue = self.queues.get(topic, partition)
         trailer = self._trailers.get(topic) or self._trailers.setdefault(topic, topic_trailer(topic))
         if PREFIX_SIZE + len(body) + len(trailer) > self.commit_log.max_entry_size:
             return AppendResult(StoreStatus.ENTRY_TOO_LARGE,
                                 error=f"{topic}-{partition}: batch of {len(body)} bytes does not "
                                       f"fit in a CommitLog segment")
         now = int(time.time() * 1000)
-        append_time = now if self.table.topics[topic].configs.get(LOG_APPEND_TIME[0]) == \
-            LOG_APPEND_TIME[1] else None
+        append_time = now if record.configs.get(LOG_APPEND_TIME[0]) == LOG_APPEND_TIME[1] \
+            else None
         base = queue.max_offset
         self.body_format.assign(body, base, append_time)
         req = DispatchRequest(topic, partition, base, offset_count, 0, 0,
