@@ -4,6 +4,14 @@ Prints, from one run on this machine: the raw sequential write speed (plain buff
 the same volume), append MB/s under ASYNC_FLUSH and SYNC_FLUSH for 1 KiB and 64 KiB batches,
 how many appends one fsync covers with 64 concurrent SYNC_FLUSH writers, read MB/s, and append
 MB/s at 1, 100 and 10,000 partitions. Figures, not a test: nothing here asserts a speed.
+
+The partition steps write their own, larger volume (``--partition-volume-mb``, by default 16
+batches for each of 10,000 partitions): a partition's ConsumeQueue units wait in memory until a
+page of them gathers or the 10-second thorough flush comes, and every step's window ends with
+all of them written. At 512 MiB each of 10,000 partitions got 3 batches, so the window held one
+write to each of 10,000 files (36 ms, 10% of it) that a running store makes once per 10 s; with
+16 batches each partition writes its units at least once inside the window, as it does in
+steady state, and that final write-out weighs what it does there.
 """
 from __future__ import annotations
 
@@ -30,6 +38,11 @@ BAR_WIDTH = 24
 RAW = "raw buffered write, 64 KiB chunks"
 YIELD_EVERY_BYTES = MIB  # give the loop's flush tasks a turn, as a server between requests
 MEMORY_MARGIN = 256 * MIB  # page cache beyond the volume a step may take (queues, index)
+PARTITION_COUNTS = (1, 100, 10_000)
+PARTITION_BATCH = 16 * 1024
+# 16 batches of 16 records give each of the most partitions 5 KiB of ConsumeQueue units: more
+# than the page at which they are written out (engine.consume_queue.PENDING_BYTES).
+DEFAULT_PARTITION_VOLUME_MB = 16 * max(PARTITION_COUNTS) * PARTITION_BATCH // MIB
 
 
 @dataclass
@@ -186,7 +199,7 @@ async def read_back(directory: Path, volume: int, batch_bytes: int) -> tuple[flo
 Step = tuple[str, Callable[[], "float | tuple[float, float]"]]
 
 
-def steps_for(directory: Path, volume: int) -> list[Step]:
+def steps_for(directory: Path, volume: int, partition_volume: int) -> list[Step]:
     steps: list[Step] = [
         (RAW, lambda: raw_write(directory.parent, volume, 64 * 1024)),
         ("ASYNC_FLUSH append, 64 KiB batches", lambda: asyncio.run(
@@ -201,7 +214,7 @@ def steps_for(directory: Path, volume: int) -> list[Step]:
             read_back(directory, volume, 64 * 1024))),
     ]
     steps += [(partitions_name(n), lambda n=n: asyncio.run(
-        append_async(directory, volume, 16 * 1024, n))) for n in (1, 100, 10_000)]
+        append_async(directory, partition_volume, PARTITION_BATCH, n))) for n in PARTITION_COUNTS]
     return steps
 
 
@@ -211,15 +224,16 @@ def partitions_name(count: int) -> str:
 
 # Measurement -> (the one it is compared with, how the ratio reads).
 RATIOS = {"ASYNC_FLUSH append, 64 KiB batches": (RAW, "of raw")} | {
-    partitions_name(n): (partitions_name(1), "of 1 partition") for n in (100, 10_000)}
+    partitions_name(n): (partitions_name(1), "of 1 partition") for n in PARTITION_COUNTS[1:]}
 
 Samples = dict[str, list["float | tuple[float, float]"]]
 
 
-def run(directory: Path, volume_mb: int, rounds: int, console: Console) -> Report:
+def run(directory: Path, volume_mb: int, rounds: int, console: Console,
+        partition_volume_mb: int = DEFAULT_PARTITION_VOLUME_MB) -> Report:
     """Every step once per round, in a row, and every other round backwards (A B C C B A):
     noise on a shared machine hits all steps alike, and a drift during the run favours none."""
-    steps = steps_for(directory, volume_mb * MIB)
+    steps = steps_for(directory, volume_mb * MIB, partition_volume_mb * MIB)
     samples: Samples = {name: [] for name, _ in steps}
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("store benchmark", total=len(steps) * rounds)
@@ -280,7 +294,8 @@ def _bar(mb_per_s: float, raw: float) -> str:
     return "█" * BAR_WIDTH + "+" if blocks > BAR_WIDTH else "█" * max(1, blocks)
 
 
-def main(data_dir: Path | None = None, volume_mb: int = 512, rounds: int = 2) -> Report:
+def main(data_dir: Path | None = None, volume_mb: int = 512, rounds: int = 2,
+         partition_volume_mb: int | None = None) -> Report:
     # Reports are often piped to a file: keep rows on one line there too, unless COLUMNS says.
     wide = Console().is_terminal or "COLUMNS" in os.environ
     console = Console(width=None if wide else 140)
@@ -288,7 +303,8 @@ def main(data_dir: Path | None = None, volume_mb: int = 512, rounds: int = 2) ->
         data_dir.mkdir(parents=True, exist_ok=True)
     base = Path(tempfile.mkdtemp(prefix="commitgate-bench-", dir=data_dir))
     try:
-        report = run(base / "store", volume_mb, rounds, console)
+        report = run(base / "store", volume_mb, rounds, console,
+                     partition_volume_mb or DEFAULT_PARTITION_VOLUME_MB)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     print_report(report, console)
@@ -298,7 +314,10 @@ def main(data_dir: Path | None = None, volume_mb: int = 512, rounds: int = 2) ->
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", type=Path, default=None, help="where to write (temp dir)")
-    parser.add_argument("--volume-mb", type=int, default=512, help="MiB per measurement")
+    parser.add_argument("--volume-mb", type=int, default=512,
+                        help="MiB per measurement, but for the partition counts")
+    parser.add_argument("--partition-volume-mb", type=int, default=DEFAULT_PARTITION_VOLUME_MB,
+                        help="MiB per partition-count measurement (see the module doc)")
     parser.add_argument("--rounds", type=int, default=2, help="times each measurement runs")
     args = parser.parse_args()
-    main(args.data_dir, args.volume_mb, args.rounds)
+    main(args.data_dir, args.volume_mb, args.rounds, args.partition_volume_mb)

@@ -75,12 +75,16 @@ def compat(
 @bench_app.command("store", help="Measure the store alone: raw disk, appends, reads, partitions.")
 def bench_store(
     data_dir: Annotated[Path | None, typer.Option(help="where to write (default: a temp dir)")] = None,
-    volume_mb: Annotated[int, typer.Option(help="MiB written per measurement")] = 512,
+    volume_mb: Annotated[int, typer.Option(
+        help="MiB written per measurement, but for the partition counts")] = 512,
+    partition_volume_mb: Annotated[int | None, typer.Option(
+        help="MiB written per partition-count measurement (default: 16 batches for each of "
+             "10,000 partitions, 2,500)")] = None,
     rounds: Annotated[int, typer.Option(help="times each measurement runs (best is shown)")] = 2,
 ) -> None:
     from bench.store import main as bench_main
 
-    bench_main(data_dir, volume_mb, rounds)
+    bench_main(data_dir, volume_mb, rounds, partition_volume_mb)
 
 
 @bench_app.command("codec", help="Protocol codecs: Produce decode and Fetch encode, "

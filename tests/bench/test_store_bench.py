@@ -23,7 +23,7 @@ MEASUREMENTS = [
 def test_bench_store_prints_every_measurement(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "bench.store", "--data-dir", str(tmp_path), "--volume-mb", "4",
-         "--rounds", "1"],
+         "--partition-volume-mb", "4", "--rounds", "1"],
         cwd=ROOT, capture_output=True, text=True, timeout=280, check=False,
         env={"COLUMNS": "240", "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr[-4000:]
