@@ -1,13 +1,11 @@
 """All ConsumeQueues, opened on first use so that idle partitions cost nothing at start."""
 from __future__ import annotations
 
-import asyncio
 import logging
 import shutil
 from collections.abc import Iterator
 
 from engine.consume_queue import UNIT_SIZE, ConsumeQueue
-from engine.consume_queue_writer import ConsumeQueueWriter
 from engine.file_handle_cache import FileHandleCache
 from engine.paths import StorePaths
 
@@ -22,21 +20,6 @@ class ConsumeQueueStore:
         # Per topic, indexed by partition: with 10,000 partitions a (topic, partition)-keyed dict
         # cost every append a tuple, its hash and cache misses on the entry and its key.
         self._queues: dict[str, list[ConsumeQueue | None]] = {}
-        self.writer: ConsumeQueueWriter | None = None
-
-    def start_writer(self, loop: asyncio.AbstractEventLoop) -> None:
-        """From now on pages of units are written on the writer's thread (before: recovery,
-        which writes them inline)."""
-        self.writer = ConsumeQueueWriter(loop)
-        for queue in self.loaded():
-            queue.writer = self.writer
-
-    def _stop_writer(self) -> None:
-        if self.writer is not None:
-            self.writer.stop()
-            self.writer = None
-            for queue in self.loaded():
-                queue.writer = None
 
     def get(self, topic: str, partition: int) -> ConsumeQueue:
         """The partition's queue, loaded from disk on first use."""
@@ -53,7 +36,6 @@ class ConsumeQueueStore:
         queue = ConsumeQueue(topic, partition, self.paths.consumequeue_dir(topic, partition),
                              self.entries_per_file, self.handles)
         queue.load()
-        queue.writer = self.writer
         slots = self._queues.setdefault(topic, [])
         slots.extend([None] * (partition + 1 - len(slots)))
         slots[partition] = queue
@@ -65,8 +47,6 @@ class ConsumeQueueStore:
 
     def drain(self) -> bool:
         """Write every queue's pending units; False (logged) if some could not be written."""
-        if self.writer is not None:
-            self.writer.wait()
         drained = True
         for queue in self.loaded():
             try:
@@ -101,7 +81,6 @@ class ConsumeQueueStore:
         shutil.rmtree(self.paths.consumequeue_topic_dir(topic), ignore_errors=True)
 
     def close(self) -> None:
-        self._stop_writer()
         self.drain()
         self.handles.close_all()
         self._queues.clear()

@@ -6,7 +6,6 @@ back as ``StoreStatus`` values; exceptions mean a bug or a damaged store.
 """
 from __future__ import annotations
 
-import asyncio
 import fcntl
 import logging
 import os
@@ -129,7 +128,6 @@ class MessageStore:
 
     def _start_services(self) -> None:
         cfg = self.config
-        self.queues.start_writer(asyncio.get_running_loop())
         if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
             self.flush_service = GroupCommitService(self.commit_log, self.checkpoint,
                                                     cfg.sync_flush_timeout_ms)
