@@ -1,9 +1,8 @@
 """Build the C helpers; everything else lives in pyproject.toml.
 
-All extensions are optional: without a C compiler the install still succeeds,
-``protocol.record_batch`` falls back to aiokafka's compiled record reader, the IndexBuilder
-walks the CommitLog in Python, CommitLog entries are packed in Python and ConsumeQueue units
-are written by the appending thread (correct, slower).
+Both extensions are optional: without a C compiler the install still succeeds,
+``protocol.record_batch`` falls back to aiokafka's compiled record reader and the IndexBuilder
+walks the CommitLog in Python (correct, slower).
 """
 from setuptools import Extension, setup
 
@@ -14,5 +13,4 @@ setup(ext_modules=[
               depends=["engine/body_scanner.h"], optional=True),
     Extension("engine._commit_log", ["engine/_commit_log.c"], include_dirs=INCLUDE,
               depends=["engine/body_scanner.h"], optional=True),
-    Extension("engine._write_thread", ["engine/_write_thread.c"], optional=True),
 ])

@@ -16,20 +16,17 @@ never mapped (a mapping would hold a second descriptor per file); the files are 
 derived state, rebuilt from the CommitLog when lost. New units wait in memory (``pending``)
 until PENDING_BYTES of them have gathered, or the thorough flush round or a truncation comes:
 one pwrite then covers many appends (a 64 KiB batch of 1 KiB records writes 1,280 bytes of
-units, a 1 KiB batch 20; a pwrite per append cost 64 KiB appends 16% of their time). In a
-running store that page is written by the ConsumeQueueWriter's thread, not the appending one
-(see there why). Reads see pending units, including those being written. Units lost with the
-process are re-dispatched at the next start, like any units written after the last thorough
-flush.
+units, a 1 KiB batch 20; a pwrite per append cost 64 KiB appends 16% of their time). Reads see
+pending units. Units lost with the process are re-dispatched at the next start, like any
+units written after the last thorough flush.
 """
 from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-from engine.consume_queue_writer import ConsumeQueueWriter, UnitWrite
 from engine.file_handle_cache import FileHandleCache
 from engine.mapped_file import MappedFile
 from engine.mapped_file_queue import StoreDamaged, segment_starts
@@ -41,7 +38,6 @@ CQ_UNIT = struct.Struct(">qiq")  # phyOffset, size, tagsCode
 UNIT_SIZE = CQ_UNIT.size
 NO_TIMESTAMP = -1
 PENDING_BYTES = 4096  # a page of units
-MAX_PENDING_BYTES = 16 * PENDING_BYTES  # beyond this, appends wait for the writer's thread
 
 
 class ConsumeQueue:
@@ -60,9 +56,6 @@ class ConsumeQueue:
         "pending",
         "pending_from",
         "topic",
-        "write_failed",
-        "writer",
-        "writing",
     )  # see MappedFile.__slots__
 
     def __init__(self, topic: str, partition: int, directory: Path, entries_per_file: int,
@@ -81,9 +74,6 @@ class ConsumeQueue:
         self.max_phy_end = 0  # end of the last batch's CommitLog entry
         self.pending = bytearray()  # units from offset pending_from to max_offset, unwritten
         self.pending_from = 0
-        self.writer: ConsumeQueueWriter | None = None  # None: pages are written inline
-        self.writing = 0  # bytes at the front of ``pending`` that the writer is writing
-        self.write_failed = False  # the writer's last page failed: write the next one inline
 
     def __repr__(self) -> str:
         return f"ConsumeQueue({self.topic}-{self.partition})"
@@ -101,7 +91,7 @@ class ConsumeQueue:
         if len(self.file_indexes) != self.file_indexes[-1] - self.file_indexes[0] + 1:
             raise StoreDamaged(f"{self}: missing files between {starts[0]} and {starts[-1]}")
         self.min_offset = self._first_used(self.file_indexes[0])
-        self.max_offset = self._end_of_data()
+        self.max_offset = self._end_of_data(self.file_indexes[-1])
         self._refresh_last()
 
     def _first_used(self, index: int) -> int:
@@ -113,13 +103,8 @@ class ConsumeQueue:
         zeros = len(data) - len(data.lstrip(b"\0"))
         return first if zeros == len(data) else first + zeros // UNIT_SIZE
 
-    def _end_of_data(self) -> int:
-        """The first empty unit after the data: a binary search in the last file that holds
-        any. Files of a page are created before the writer's thread writes it, so a crash can
-        leave trailing files empty, and the data ending in an earlier file."""
-        index = next((i for i in reversed(self.file_indexes)
-                      if self._size_at(max(i * self.entries_per_file, self.min_offset))),
-                     self.file_indexes[0])
+    def _end_of_data(self, index: int) -> int:
+        """Binary search in the last file for the first empty unit after the data."""
         lo = max(index * self.entries_per_file, self.min_offset)
         hi = (index + 1) * self.entries_per_file
         while lo < hi:
@@ -150,83 +135,31 @@ class ConsumeQueue:
         self.max_offset = queue_offset + count
         self.max_phy_end = phy + size
         if len(self.pending) >= PENDING_BYTES:
-            self._write_page()
-
-    def _write_page(self) -> None:
-        """Hand the pending units to the writer, or write them now when there is none or its
-        last page failed: then the append that brought the next page fails with the disk's
-        error (and is undone), as it did before units were written off the loop, instead of
-        units piling up in memory while appends go on."""
-        if self.writer is not None:  # outcomes are polled: the writer never calls back
-            self.writer.apply_done()
-        if self.writing:  # the page in flight comes back first, usually done by now
-            if len(self.pending) < MAX_PENDING_BYTES:
-                return
-            self._settle()  # the writer is far behind: the appends wait for it
-        if self.writer is None or self.write_failed:
             self.drain()
-            return
-        data = bytes(self.pending)
-        chunks: list[tuple[MappedFile, int, memoryview]] = []
-        try:
-            for index, at, chunk in self._spans(data):
-                mapped = self._file(index, create=True)
-                mapped.in_flight += 1  # pinned at once: opening the next file may evict it
-                chunks.append((mapped, at, chunk))
-        except OSError:
-            for mapped, _at, _chunk in chunks:
-                mapped.in_flight -= 1
-            raise
-        self.writing = len(data)
-        self.writer.submit(UnitWrite(self, len(data), chunks))
-
-    def written(self, job: UnitWrite) -> None:
-        """The writer's outcome (on the loop): the units it wrote leave ``pending``."""
-        self.writing = 0
-        self.write_failed = job.error is not None
-        for mapped, at, chunk in job.chunks:
-            mapped.in_flight -= 1
-            if job.error is None:
-                mapped.wrote_position = max(mapped.wrote_position, at + len(chunk))
-        if job.error is not None:
-            return
-        del self.pending[: job.length]
-        self.pending_from += job.length // UNIT_SIZE
-        if len(self.pending) >= PENDING_BYTES:
-            try:
-                self._write_page()
-            except OSError as exc:  # a file that cannot be opened: the next put retries
-                log.error("%s: cannot write %d pending units: %s", self,
-                          len(self.pending) // UNIT_SIZE, exc)
 
     def drain(self) -> None:
-        """Write the pending units now; on an OSError they stay pending (and readable)."""
-        self._settle()
+        """Write the pending units; on an OSError they stay pending (and readable)."""
         if not self.pending:
             return
-        for index, at, chunk in self._spans(bytes(self.pending)):
-            mapped = self._file(index, create=True)
-            mapped.write_at(at, (chunk,), len(chunk))
-            mapped.wrote_position = max(mapped.wrote_position, at + len(chunk))
-        self.pending = bytearray()
-        self.write_failed = False
-
-    def _spans(self, data: bytes) -> Iterator[tuple[int, int, memoryview]]:
-        """(file index, position in it, bytes) for each file the units ``data`` (from
-        ``pending_from`` on) touch. Views of a copy: ``pending`` must stay resizable."""
+        data = bytes(self.pending)  # no view: the bytearray must stay resizable after an error
         index, at = divmod(self.pending_from * UNIT_SIZE, self.file_bytes)
-        rest = memoryview(data)
-        while rest:
-            chunk = rest[: self.file_bytes - at]
-            yield index, at, chunk
-            rest = rest[len(chunk):]
+        if at + len(data) <= self.file_bytes:  # the usual case: they fit the file
+            self._write(index, at, data)
+        else:
+            self._write_across(index, at, memoryview(data))
+        self.pending = bytearray()
+
+    def _write_across(self, index: int, at: int, data: memoryview) -> None:
+        while data:
+            chunk = data[: self.file_bytes - at]
+            self._write(index, at, chunk)
+            data = data[len(chunk):]
             index, at = index + 1, 0
 
-    def _settle(self) -> None:
-        """Wait for the page in flight, before units are cut or written or files deleted.
-        A loop: applying a finished page may hand over the next one."""
-        while self.writing:
-            self.writer.wait()
+    def _write(self, index: int, at: int, chunk: bytes | memoryview) -> None:
+        mapped = self._file(index, create=True)
+        mapped.write_at(at, (chunk,), len(chunk))
+        mapped.wrote_position = max(mapped.wrote_position, at + len(chunk))
 
     def get(self, offset: int) -> tuple[int, int, int]:
         """(phyOffset, size, tagsCode) of ``offset``; size 0 marks a hole."""
@@ -271,7 +204,6 @@ class ConsumeQueue:
     def truncate_offset(self, offset: int) -> None:
         """Drop every unit from ``offset`` on, pending or written (a drain that failed half way
         may have written some)."""
-        self._settle()
         if self.pending:
             del self.pending[max(0, offset - self.pending_from) * UNIT_SIZE:]
         keep = offset * UNIT_SIZE // self.file_bytes
@@ -284,7 +216,6 @@ class ConsumeQueue:
 
     def delete_files_below(self, offset: int) -> int:
         """Delete files wholly below ``offset``; the last file always stays. Returns how many."""
-        self._settle()
         count = 0
         while len(self.file_indexes) > 1 and \
                 (self.file_indexes[0] + 1) * self.entries_per_file <= offset:
@@ -295,7 +226,6 @@ class ConsumeQueue:
         return count
 
     def destroy(self) -> None:
-        self._settle()
         self.pending = bytearray()
         for index in list(self.file_indexes):
             self._delete_file(index)

@@ -6,7 +6,6 @@ import shutil
 from collections.abc import Iterator
 
 from engine.consume_queue import UNIT_SIZE, ConsumeQueue
-from engine.consume_queue_writer import ConsumeQueueWriter
 from engine.file_handle_cache import FileHandleCache
 from engine.paths import StorePaths
 
@@ -21,25 +20,6 @@ class ConsumeQueueStore:
         # Per topic, indexed by partition: with 10,000 partitions a (topic, partition)-keyed dict
         # cost every append a tuple, its hash and cache misses on the entry and its key.
         self._queues: dict[str, list[ConsumeQueue | None]] = {}
-        self.writer: ConsumeQueueWriter | None = None
-
-    def start_writer(self) -> None:
-        """From now on pages of units are written off the appending thread (before: recovery,
-        which writes them inline); inline all along when the C helper is not built."""
-        if not ConsumeQueueWriter.available():
-            return
-        self.writer = ConsumeQueueWriter()
-        for queue in self.loaded():
-            queue.writer = self.writer
-
-    def _stop_writer(self) -> None:
-        """Queues are detached first: a page that comes back while the thread stops and finds
-        another page gathered writes that one inline."""
-        if self.writer is not None:
-            writer, self.writer = self.writer, None
-            for queue in self.loaded():
-                queue.writer = None
-            writer.stop()
 
     def get(self, topic: str, partition: int) -> ConsumeQueue:
         """The partition's queue, loaded from disk on first use."""
@@ -56,7 +36,6 @@ class ConsumeQueueStore:
         queue = ConsumeQueue(topic, partition, self.paths.consumequeue_dir(topic, partition),
                              self.entries_per_file, self.handles)
         queue.load()
-        queue.writer = self.writer
         slots = self._queues.setdefault(topic, [])
         slots.extend([None] * (partition + 1 - len(slots)))
         slots[partition] = queue
@@ -68,8 +47,6 @@ class ConsumeQueueStore:
 
     def drain(self) -> bool:
         """Write every queue's pending units; False (logged) if some could not be written."""
-        if self.writer is not None:
-            self.writer.wait()
         drained = True
         for queue in self.loaded():
             try:
@@ -104,7 +81,6 @@ class ConsumeQueueStore:
         shutil.rmtree(self.paths.consumequeue_topic_dir(topic), ignore_errors=True)
 
     def close(self) -> None:
-        self._stop_writer()
         self.drain()
         self.handles.close_all()
         self._queues.clear()

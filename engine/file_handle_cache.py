@@ -78,10 +78,7 @@ class FileHandleCache:
     def finish_flush(self, retired: list[MappedFile]) -> None:
         self.flushing = set()
         for mapped in retired:
-            if mapped.in_flight:  # still being written: synced and closed in a later round
-                self.retired.append(mapped)
-            else:
-                mapped.close()
+            mapped.close()
 
     def close_all(self) -> None:
         for mapped in list(self._open.values()) + self.retired:
@@ -91,8 +88,7 @@ class FileHandleCache:
         self.retired = []
 
     def _evict(self, mapped: MappedFile) -> None:
-        if mapped in self.flushing or mapped.in_flight:  # a worker thread syncs or writes it
-            # now: it closes after
+        if mapped in self.flushing:  # a worker thread syncs it now: it closes after
             self.retired.append(mapped)
         elif not _unflushed(mapped):
             mapped.close()

@@ -37,7 +37,6 @@ class MappedFile:
         "_reserved",
         "_view",
         "flushed_position",
-        "in_flight",
         "path",
         "size",
         "start_offset",
@@ -52,7 +51,6 @@ class MappedFile:
         self.size = size
         self.wrote_position = 0  # bytes appended (in the page cache)
         self.flushed_position = 0  # bytes known to be on disk
-        self.in_flight = 0  # writes another thread is making (ConsumeQueueWriter): keep open
         self._reserved = reserve
         self._fd = _open(path, size, create, reserve)
         self._mm: mmap.mmap | None = None

@@ -128,7 +128,6 @@ class MessageStore:
 
     def _start_services(self) -> None:
         cfg = self.config
-        self.queues.start_writer()
         if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
             self.flush_service = GroupCommitService(self.commit_log, self.checkpoint,
                                                     cfg.sync_flush_timeout_ms)

@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 from engine.consume_queue import CQ_UNIT, PENDING_BYTES, UNIT_SIZE, ConsumeQueue, UnitReader
 from engine.consume_queue_store import ConsumeQueueStore
 from engine.file_handle_cache import FileHandleCache
-from engine.mapped_file import MappedFile
 from engine.mapped_file_queue import StoreDamaged
 from engine.paths import StorePaths, offset_file_name
 
@@ -175,29 +174,10 @@ def test_a_failed_drain_keeps_the_units_pending_and_readable(tmp_path, monkeypat
 
     def full_disk(*_args):
         raise OSError(28, "No space left on device")
-    monkeypatch.setattr(MappedFile, "write_at", full_disk)  # the real case: test_disk_full
+    monkeypatch.setattr(ConsumeQueue, "_write", full_disk)  # the real case: test_disk_full
     with pytest.raises(OSError):
         queue.drain()
     assert queue.get(1) == (0, 10, 1) and len(queue.pending) == 2 * UNIT_SIZE
     monkeypatch.undo()
     queue.drain()
     assert queue.pending == bytearray() and queue.get(1) == (0, 10, 1)
-
-
-def test_load_finds_the_end_before_empty_trailing_files(tmp_path):
-    """The writer's thread writes a page after its files were created: a crash in between
-    leaves the last files empty and the data ending in an earlier one."""
-    queue = _queue(tmp_path, per_file=10)
-    queue.put(0, 13, phy=0, size=10, timestamp=1)
-    queue.drain()
-    for index in (2, 3):  # created for a page that was never written
-        queue._file(index, create=True)
-    queue._handles.close_all()
-    again = _queue(tmp_path, per_file=10)
-    assert again.file_indexes == [0, 1, 2, 3]
-    assert (again.min_offset, again.max_offset, again.max_phy_end) == (0, 13, 10)
-    again.put(13, 12, phy=10, size=10, timestamp=2)  # appends go on where the data ends
-    again.drain()
-    again._handles.close_all()
-    third = _queue(tmp_path, per_file=10)
-    assert third.max_offset == 25 and third.get(24) == (10, 10, 2) and third.get(12) == (0, 10, 1)
