@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from engine.body_format import BodyFormat
+from engine.mapped_file import MappedFile
 from engine.mapped_file_queue import MappedFileQueue
 
 try:
@@ -68,6 +69,7 @@ class CommitLog:
     def __init__(self, queue: MappedFileQueue, body_format: BodyFormat) -> None:
         self.queue = queue
         self.body_format = body_format
+        self.max_entry_size = queue.file_size - END_FILE_MIN_BLANK_LENGTH
 
     @property
     def min_offset(self) -> int:
@@ -77,18 +79,14 @@ class CommitLog:
     def max_offset(self) -> int:
         return self.queue.max_offset
 
-    @property
-    def max_entry_size(self) -> int:
-        return self.queue.file_size - END_FILE_MIN_BLANK_LENGTH
-
     def append(self, req: DispatchRequest, body: memoryview, trailer: bytes, born_host: int,
                store_host: int) -> None:
         """Append one entry; fills in ``req.phy_offset`` and ``req.size``. One pwritev, no joins."""
         size = PREFIX_SIZE + len(body) + len(trailer)
-        mapped = self.queue.last_for_append()
-        if size + END_FILE_MIN_BLANK_LENGTH > mapped.free_bytes:
-            self._close_segment(mapped)
-            mapped = self.queue.last_for_append()
+        files = self.queue.files  # the last segment has room: the usual case, tested inline
+        mapped = files[-1] if files else None
+        if mapped is None or size + END_FILE_MIN_BLANK_LENGTH > mapped.size - mapped.wrote_position:
+            mapped = self._segment_for(size)
         pos = mapped.wrote_position
         phy = mapped.start_offset + pos
         crc = self.body_format.stored_checksum(body)
@@ -110,7 +108,16 @@ class CommitLog:
         req.phy_offset = phy
         req.size = size
 
-    def _close_segment(self, mapped) -> None:
+    def _segment_for(self, size: int) -> MappedFile:
+        """The segment an entry of ``size`` goes to: a new one when the last cannot hold it
+        (closed with a BLANK filler) or there is none."""
+        mapped = self.queue.last_for_append()
+        if size + END_FILE_MIN_BLANK_LENGTH > mapped.free_bytes:
+            self._close_segment(mapped)
+            mapped = self.queue.last_for_append()
+        return mapped
+
+    def _close_segment(self, mapped: MappedFile) -> None:
         rest = mapped.free_bytes
         mapped.append((BLANK.pack(rest, BLANK_MAGIC),), BLANK.size)
         mapped.wrote_position = mapped.size  # the filler's TOTALSIZE covers the rest

@@ -124,17 +124,21 @@ class ConsumeQueue:
 
     def put(self, queue_offset: int, count: int, phy: int, size: int, timestamp: int) -> None:
         """Add ``count`` identical units for a batch at its base offset (to ``pending``)."""
-        if not self.file_indexes and not self.pending:
-            self.min_offset = queue_offset
-        if self.pending and queue_offset != self.max_offset:  # a replayed batch over a gap
+        pending = self.pending  # every produced batch comes here: few attribute loads
+        if pending and queue_offset != self.max_offset:  # a replayed batch over a gap
             self.drain()
-        if not self.pending:
+            pending = self.pending
+        if not pending:
+            if not self.file_indexes:
+                self.min_offset = queue_offset
             self.pending_from = queue_offset
-        self.last_tags = max(self.last_tags, timestamp)
-        self.pending += CQ_UNIT.pack(phy, size, self.last_tags) * count
+        tags = self.last_tags
+        if timestamp > tags:
+            self.last_tags = tags = timestamp
+        pending += CQ_UNIT.pack(phy, size, tags) * count  # in place: the same bytearray
         self.max_offset = queue_offset + count
         self.max_phy_end = phy + size
-        if len(self.pending) >= PENDING_BYTES:
+        if len(pending) >= PENDING_BYTES:
             self.drain()
 
     def drain(self) -> None:

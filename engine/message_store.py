@@ -36,7 +36,7 @@ from engine.topic_table import TopicRecord, TopicTable, topic_name_error
 log = logging.getLogger(__name__)
 
 COUNT_AND_BASE = struct.Struct(">iq")  # FLAG, QUEUEOFFSET at entry offset 16
-LOG_APPEND_TIME = ("message.timestamp.type", "LogAppendTime")
+TIMESTAMP_TYPE, LOG_APPEND_TIME = "message.timestamp.type", "LogAppendTime"
 
 
 class StoreLocked(Exception):
@@ -226,8 +226,7 @@ class MessageStore:
                                 error=f"{topic}-{partition}: batch of {len(body)} bytes does not "
                                       f"fit in a CommitLog segment")
         now = int(time.time() * 1000)
-        append_time = now if record.configs.get(LOG_APPEND_TIME[0]) == LOG_APPEND_TIME[1] \
-            else None
+        append_time = now if record.configs.get(TIMESTAMP_TYPE) == LOG_APPEND_TIME else None
         base = queue.max_offset
         self.body_format.assign(body, base, append_time)
         req = DispatchRequest(topic, partition, base, offset_count, 0, 0,
