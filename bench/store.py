@@ -230,7 +230,7 @@ Samples = dict[str, list["float | tuple[float, float]"]]
 
 
 def run(directory: Path, volume_mb: int, rounds: int, console: Console,
-        partition_volume_mb: int = DEFAULT_PARTITION_VOLUME_MB) -> Report:
+        partition_volume_mb: int) -> Report:
     """Every step once per round, in a row, and every other round backwards (A B C C B A):
     noise on a shared machine hits all steps alike, and a drift during the run favours none."""
     steps = steps_for(directory, volume_mb * MIB, partition_volume_mb * MIB)
@@ -316,8 +316,9 @@ if __name__ == "__main__":
     parser.add_argument("--data-dir", type=Path, default=None, help="where to write (temp dir)")
     parser.add_argument("--volume-mb", type=int, default=512,
                         help="MiB per measurement, but for the partition counts")
-    parser.add_argument("--partition-volume-mb", type=int, default=DEFAULT_PARTITION_VOLUME_MB,
-                        help="MiB per partition-count measurement (see the module doc)")
+    parser.add_argument("--partition-volume-mb", type=int, default=None,
+                        help="MiB per partition-count measurement (default: 16 batches for "
+                             "each of 10,000 partitions; see the module doc)")
     parser.add_argument("--rounds", type=int, default=2, help="times each measurement runs")
     args = parser.parse_args()
     main(args.data_dir, args.volume_mb, args.rounds, args.partition_volume_mb)

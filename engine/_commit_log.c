@@ -99,7 +99,7 @@ static Py_ssize_t write_all(int fd, struct iovec *iov, int count, int64_t pos, P
 }
 
 /* write_entry(body, trailer, fd, pos, limit, phy, crc, partition, count, queue_offset,
- *             sys_flag, max_timestamp, born_host, store_timestamp, store_host) -> size
+ *             sys_flag, max_timestamp, born_host, store_timestamp, store_host) -> None
  *
  * Writes one message entry (prefix, ``body``, ``trailer``: TOPIC and PROPERTIES) at ``pos`` of
  * the segment file ``fd``, which is ``phy`` in the CommitLog and ``limit`` bytes long, in one
@@ -158,7 +158,7 @@ static PyObject *write_entry(PyObject *self, PyObject *const *args, Py_ssize_t n
         PyErr_SetFromErrno(PyExc_OSError); /* the caller names the file */
         goto done;
     }
-    result = PyLong_FromSsize_t(total);
+    result = Py_NewRef(Py_None);
 done:
     PyBuffer_Release(&trailer);
     PyBuffer_Release(&body);
@@ -313,7 +313,7 @@ done:
 static PyMethodDef methods[] = {
     {"write_entry", (PyCFunction)(void (*)(void))write_entry, METH_FASTCALL,
      "write_entry(body, trailer, fd, pos, limit, phy, crc, partition, count, queue_offset, "
-     "sys_flag, max_timestamp, born_host, store_timestamp, store_host) -> size: one CommitLog "
+     "sys_flag, max_timestamp, born_host, store_timestamp, store_host): one CommitLog "
      "entry in one pwritev without the GIL"},
     {"walk", walk, METH_VARARGS,
      "walk(segment, pos, limit, base_phy, scanner) -> (end, stop, found): CommitLog entries "

@@ -5,9 +5,9 @@ ConsumeQueues are derived state, so they are synced on a relaxed timer, as in Ro
 dirty pages, and every ``consumequeue_flush_thorough_interval_ms`` all of them. Syncing a file
 that only a few units dirtied would clean its page, and the next append to that partition would
 pay to dirty it again; with 10,000 partitions that cost a quarter of append throughput. The
-checkpoint's ``consumequeue_flushed`` only moves after a thorough round, which first writes every
-queue's pending units (see ConsumeQueue), when every file covering it is on disk; recovery after a crash re-dispatches from there. With thousands of
-partitions, one fdatasync per dirty file would take seconds, so above ``SYNCFS_THRESHOLD`` dirty
+checkpoint's ``consumequeue_flushed`` only moves after a thorough round, which first writes
+every queue's pending units (see ConsumeQueue), when every file covering it is on disk;
+recovery after a crash re-dispatches from there. With thousands of partitions, one fdatasync per dirty file would take seconds, so above ``SYNCFS_THRESHOLD`` dirty
 files a single syncfs(2) of the data directory's filesystem does the same work in one call.
 """
 from __future__ import annotations

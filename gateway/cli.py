@@ -79,7 +79,7 @@ def bench_store(
         help="MiB written per measurement, but for the partition counts")] = 512,
     partition_volume_mb: Annotated[int | None, typer.Option(
         help="MiB written per partition-count measurement (default: 16 batches for each of "
-             "10,000 partitions, 2,500)")] = None,
+             "10,000 partitions)")] = None,
     rounds: Annotated[int, typer.Option(help="times each measurement runs (best is shown)")] = 2,
 ) -> None:
     from bench.store import main as bench_main
