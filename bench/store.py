@@ -84,8 +84,7 @@ def back_memory(directory: Path, volume: int) -> None:
     path = directory / "page-cache-backing"
     chunk = bytes(BACKING_CHUNK)
     with open(path, "wb", buffering=0) as fh:
-        for _ in range((volume + MEMORY_MARGIN) // BACKING_CHUNK):
-            fh.write(chunk)
+        fh.writelines(chunk for _ in range((volume + MEMORY_MARGIN) // BACKING_CHUNK))
     path.unlink()
 
 
