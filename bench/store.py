@@ -227,7 +227,7 @@ def steps_for(directory: Path, volume: int, partition_volume: int) -> list[Step]
 
 
 def partitions_name(count: int) -> str:
-    return f"ASYNC_FLUSH append, 16 KiB batches, {count} partitions"
+    return f"ASYNC_FLUSH append, 16 KiB batches, {count:,} partition{'' if count == 1 else 's'}"
 
 
 # Measurement -> (the one it is compared with, how the ratio reads).

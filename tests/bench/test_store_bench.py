@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MEASUREMENTS = [
     "raw buffered write", "ASYNC_FLUSH append, 64 KiB", "ASYNC_FLUSH append, 1 KiB",
     "SYNC_FLUSH append, 64 KiB", "SYNC_FLUSH append, 1 KiB", "read, 64 KiB",
-    "1 partitions", "100 partitions", "10000 partitions",
+    "16 KiB batches, 1 partition ", "100 partitions", "10,000 partitions",
 ]
 
 
