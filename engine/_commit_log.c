@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include "engine/body_scanner.h"
 
@@ -202,37 +203,15 @@ static Py_ssize_t message_size(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t li
     return total;
 }
 
-/* walk(segment, pos, limit, base_phy, scanner) -> (end, stop, found)
- *
- * Walks the entries of ``segment`` (a buffer: one CommitLog segment's mapping, which is
- * ``base_phy`` in the CommitLog) from ``pos`` while they end at or below ``limit``. ``end``: the
- * position after the last entry walked; ``stop``: 0 at the limit, 1 at a BLANK filler, 2 at an
- * invalid entry. ``found``: (position, size, partition, store timestamp, topic bytes, keys) of
- * the entries with keys, keys None for those the scanner left to the Python path. */
-static PyObject *walk(PyObject *self, PyObject *args)
+/* Walks entries from *pos while they end at or below limit (no GIL needed): keys go to spans,
+ * entries with keys (or for the Python path) to found; *stop says why it ended. -1: no memory. */
+static int walk_range(const uint8_t *buf, Py_ssize_t *pos_io, Py_ssize_t limit, int64_t base_phy,
+                      body_scan_fn scan, KeySpans *spans_io, FoundList *found_io, int *stop_out)
 {
-    Py_buffer view;
-    Py_ssize_t pos, limit;
-    long long base_phy;
-    PyObject *capsule;
-    if (!PyArg_ParseTuple(args, "y*nnLO", &view, &pos, &limit, &base_phy, &capsule))
-        return NULL;
-    body_scan_fn scan = (body_scan_fn)PyCapsule_GetPointer(capsule, BODY_SCANNER_CAPSULE);
-    if (scan == NULL) {
-        PyBuffer_Release(&view);
-        return NULL;
-    }
-    if (pos < 0 || limit > view.len || pos > limit) {
-        PyBuffer_Release(&view);
-        return PyErr_Format(PyExc_ValueError, "walk from %zd to %zd outside a %zd-byte segment",
-                            pos, limit, view.len);
-    }
-    const uint8_t *buf = view.buf;
-    KeySpans spans = {NULL, 0, 0};
-    FoundList found = {NULL, 0, 0};
+    Py_ssize_t pos = *pos_io;
+    KeySpans spans = *spans_io;
+    FoundList found = *found_io;
     int stop = STOP_LIMIT, failed = 0;
-
-    Py_BEGIN_ALLOW_THREADS
     while (pos + BLANK_SIZE <= limit) {
         if (be(buf + pos + MAGIC_AT, 4) == BLANK_MAGIC) {
             stop = STOP_BLANK;
@@ -264,16 +243,27 @@ static PyObject *walk(PyObject *self, PyObject *args)
         }
         pos += size;
     }
-    Py_END_ALLOW_THREADS
+    *pos_io = pos;
+    *spans_io = spans;
+    *found_io = found;
+    *stop_out = stop;
+    return failed ? -1 : 0;
+}
 
-    PyObject *result = NULL, *list = NULL;
+/* (end, stop, found) for walk and follow, from what walk_range gathered; NULL on error. */
+static PyObject *walk_result(const uint8_t *buf, Py_ssize_t pos, int stop, int failed,
+                             const FoundList *found_list, const KeySpans *key_spans)
+{
+    FoundList found = *found_list;
+    KeySpans spans = *key_spans;
+    PyObject *list = NULL;
     if (failed) {
         PyErr_NoMemory();
-        goto done;
+        return NULL;
     }
     list = PyList_New(found.count);
     if (list == NULL)
-        goto done;
+        return NULL;
     for (Py_ssize_t i = 0; i < found.count; i++) {
         Found *f = &found.items[i];
         /* Key spans are offsets into the body; the body starts PREFIX_SIZE into the entry. */
@@ -298,14 +288,121 @@ static PyObject *walk(PyObject *self, PyObject *args)
             (const char *)buf + f->topic_at, f->topic_len, keys);
         if (item == NULL) {
             Py_CLEAR(list);
-            goto done;
+            return NULL;
         }
         PyList_SET_ITEM(list, i, item);
     }
-    result = Py_BuildValue("niN", pos, stop, list);
-done:
+    return Py_BuildValue("niN", pos, stop, list);
+}
+
+/* walk(segment, pos, limit, base_phy, scanner) -> (end, stop, found)
+ *
+ * Walks the entries of ``segment`` (a buffer: one CommitLog segment's mapping, which is
+ * ``base_phy`` in the CommitLog) from ``pos`` while they end at or below ``limit``. ``end``: the
+ * position after the last entry walked; ``stop``: 0 at the limit, 1 at a BLANK filler, 2 at an
+ * invalid entry. ``found``: (position, size, partition, store timestamp, topic bytes, keys) of
+ * the entries with keys, keys None for those the scanner left to the Python path. */
+static PyObject *walk(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t pos, limit;
+    long long base_phy;
+    PyObject *capsule;
+    if (!PyArg_ParseTuple(args, "y*nnLO", &view, &pos, &limit, &base_phy, &capsule))
+        return NULL;
+    body_scan_fn scan = (body_scan_fn)PyCapsule_GetPointer(capsule, BODY_SCANNER_CAPSULE);
+    if (scan == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    if (pos < 0 || limit > view.len || pos > limit) {
+        PyBuffer_Release(&view);
+        return PyErr_Format(PyExc_ValueError, "walk from %zd to %zd outside a %zd-byte segment",
+                            pos, limit, view.len);
+    }
+    const uint8_t *buf = view.buf;
+    KeySpans spans = {NULL, 0, 0};
+    FoundList found = {NULL, 0, 0};
+    int stop = STOP_LIMIT, failed = 0;
+
+    Py_BEGIN_ALLOW_THREADS
+    failed = walk_range(buf, &pos, limit, base_phy, scan, &spans, &found, &stop) < 0;
+    Py_END_ALLOW_THREADS
+
+    PyObject *result = walk_result(buf, pos, stop, failed, &found, &spans);
     PyMem_RawFree(spans.spans);
     PyMem_RawFree(found.items);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* follow(segment, pos, base_phy, scanner, dispatched, control, poll_us, budget_us)
+ *     -> (end, stop, found)
+ *
+ * walk that keeps up with the appends without the GIL: it reads how far the CommitLog is
+ * dispatched from ``dispatched`` (an int64 cell the Dispatcher writes after every append),
+ * walks to there, sleeps ``poll_us`` when caught up, and returns once it finds entries with
+ * keys (or for the Python path), reaches a BLANK filler, the segment's end or an entry it
+ * cannot walk, or after ``budget_us``, or when ``control[0]`` is set. Where a stretch had no
+ * keys it publishes the next position to index in ``control[1]``. Taking the GIL back after
+ * every walk and poll cost the appending thread ~90 GIL waits per 512 MiB of 64 KiB appends
+ * (see docs/performance.md, fifth session). */
+static PyObject *follow(PyObject *self, PyObject *args)
+{
+    Py_buffer view, dispatched, control;
+    Py_ssize_t pos;
+    long long base_phy, poll_us, budget_us;
+    PyObject *capsule;
+    if (!PyArg_ParseTuple(args, "y*nLOw*w*LL", &view, &pos, &base_phy, &capsule, &dispatched,
+                          &control, &poll_us, &budget_us))
+        return NULL;
+    PyObject *result = NULL;
+    body_scan_fn scan = (body_scan_fn)PyCapsule_GetPointer(capsule, BODY_SCANNER_CAPSULE);
+    if (scan == NULL)
+        goto release;
+    if (dispatched.len < 8 || control.len < 16 || pos < 0 || pos > view.len || poll_us <= 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "follow: bad cells, position or poll interval");
+        goto release;
+    }
+    const uint8_t *buf = view.buf;
+    int64_t *end_cell = dispatched.buf, *cells = control.buf;
+    KeySpans spans = {NULL, 0, 0};
+    FoundList found = {NULL, 0, 0};
+    int stop = STOP_LIMIT, failed = 0;
+
+    Py_BEGIN_ALLOW_THREADS
+    struct timespec now, nap = {(time_t)(poll_us / 1000000), (long)(poll_us % 1000000) * 1000};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    int64_t deadline = (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000 + budget_us;
+    while (pos < view.len) {
+        int64_t limit = __atomic_load_n(end_cell, __ATOMIC_ACQUIRE) - base_phy;
+        if (limit > view.len)
+            limit = view.len;
+        if (limit > pos) {
+            Py_ssize_t before = pos;
+            failed = walk_range(buf, &pos, (Py_ssize_t)limit, base_phy, scan, &spans, &found,
+                                &stop) < 0;
+            if (failed || found.count > 0 || stop != STOP_LIMIT || pos == before)
+                break;
+            __atomic_store_n(&cells[1], base_phy + pos, __ATOMIC_RELEASE);
+            continue;
+        }
+        if (__atomic_load_n(&cells[0], __ATOMIC_ACQUIRE))
+            break;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000 >= deadline)
+            break;
+        nanosleep(&nap, NULL);
+    }
+    Py_END_ALLOW_THREADS
+
+    result = walk_result(buf, pos, stop, failed, &found, &spans);
+    PyMem_RawFree(spans.spans);
+    PyMem_RawFree(found.items);
+release:
+    PyBuffer_Release(&control);
+    PyBuffer_Release(&dispatched);
     PyBuffer_Release(&view);
     return result;
 }
@@ -318,6 +415,9 @@ static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS,
      "walk(segment, pos, limit, base_phy, scanner) -> (end, stop, found): CommitLog entries "
      "scanned for keys without the GIL"},
+    {"follow", follow, METH_VARARGS,
+     "follow(segment, pos, base_phy, scanner, dispatched, control, poll_us, budget_us) -> "
+     "(end, stop, found): walk that keeps up with the appends without the GIL"},
     {NULL, NULL, 0, NULL},
 };
 

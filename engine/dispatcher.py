@@ -7,6 +7,7 @@ idempotent: a unit already present is skipped. The IndexFile builder follows beh
 from __future__ import annotations
 
 import logging
+from array import array
 from collections.abc import Callable
 
 from engine.commit_log import CommitLog, DispatchRequest
@@ -21,14 +22,24 @@ Listener = Callable[[DispatchRequest], None]
 class Dispatcher:
     def __init__(self, queues: ConsumeQueueStore) -> None:
         self.queues = queues
-        self.dispatched_offset = 0  # every CommitLog entry below this is in its ConsumeQueue
+        # Every CommitLog entry below end_cell[0] is in its ConsumeQueue. A cell, not an int
+        # attribute: the IndexBuilder's C walk reads it without the GIL.
+        self.end_cell = array("q", [0])
         self.listeners: list[Listener] = []
+
+    @property
+    def dispatched_offset(self) -> int:
+        return self.end_cell[0]
+
+    @dispatched_offset.setter
+    def dispatched_offset(self, value: int) -> None:
+        self.end_cell[0] = value
 
     def dispatch(self, req: DispatchRequest, queue: ConsumeQueue) -> None:
         """Write ``req``'s units into ``queue`` (its partition's, which the caller has at hand:
         a second lookup by (topic, partition) on every append is measurable)."""
         queue.put(req.queue_offset, req.offset_count, req.phy_offset, req.size, req.max_timestamp)
-        self.dispatched_offset = req.phy_offset + req.size
+        self.end_cell[0] = req.phy_offset + req.size
         for listener in self.listeners:
             listener(req)
 

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable
+from array import array
 from pathlib import Path
 
 from engine.body_format import BodyFormat
@@ -22,38 +22,41 @@ from engine.config import StoreConfig
 from engine.index_file import IndexService
 
 try:
+    from engine._commit_log import follow as _follow
     from engine._commit_log import walk as _walk
 except ImportError:  # installed without a C compiler: entries are walked in Python
-    _walk = None
+    _walk = _follow = None
 
 log = logging.getLogger(__name__)
 
 FLUSH_INTERVAL_S = 1.0
-# The worker polls rather than being woken by every append. It walks in C without the GIL, so a
-# short poll costs the appending thread little; a long one left it up to a poll's worth of
-# entries behind when the appends stopped (100 ms: 3-4 us per 64 KiB append of catch-up in the
-# store benchmark; 10 ms: 0.3 us; 2 ms slowed the appends by a fifth). Lookups nudge it.
+# Without the C walk (or before the first segment exists) the worker polls rather than being
+# woken by every append; a long poll leaves a poll's worth of entries to catch up when the
+# appends stop (100 ms: 3-4 us per 64 KiB append in the store benchmark). Lookups nudge it.
 POLL_INTERVAL_S = 0.01
 ENTRIES_PER_ROUND = 4096
 CATCH_UP_TIMEOUT_S = 2.0
 STALL_RETRY_S = 1.0
-CATCH_UP_POLL_S = 0.002
-# The C walk covers at most this much of the CommitLog per call: the GIL is taken back (and the
-# stop flag read) between calls.
-WALK_BYTES = 4 << 20
+CATCH_UP_POLL_S = 0.0005  # the C walk polls every 1 ms: a few MiB behind at most
 STOP_LIMIT, STOP_BLANK, STOP_INVALID = 0, 1, 2
+# The C walk follows the appends by itself (engine._commit_log.follow): it polls this often
+# without the GIL and comes back to Python for keys, a segment's end, the stop flag or the
+# index flush. 1 ms keeps it a few MiB behind the appends at most.
+FOLLOW_POLL_US = 1000
+WAKE, PUBLISHED = 0, 1  # the control cells: "return now", and how far a keyless walk got
 
 
 class IndexBuilder:
     def __init__(self, directory: Path, commit_log: CommitLog, body_format: BodyFormat,
-                 checkpoint: StoreCheckpoint, config: StoreConfig, dispatched: Callable[[], int]
+                 checkpoint: StoreCheckpoint, config: StoreConfig, dispatched_cell: array
                  ) -> None:
         self.enabled = config.index_enable
         self.service = IndexService(directory, config.index_hash_slots, config.index_max_entries)
         self._commit_log = commit_log
         self._body_format = body_format
         self._checkpoint = checkpoint
-        self._dispatched = dispatched
+        self._end_cell = dispatched_cell  # the Dispatcher's: how far the CommitLog is dispatched
+        self._control = array("q", [0, 0])  # WAKE, PUBLISHED (read by the C walk without the GIL)
         self._stop = threading.Event()
         self._nudge = threading.Event()  # a lookup waits: index now, not at the next poll
         self._thread: threading.Thread | None = None
@@ -70,6 +73,7 @@ class IndexBuilder:
         resume = self.service.truncate_after(self._commit_log.max_offset)
         start = min(self._checkpoint.value.index_flushed, resume)
         self.position = self._flushed_position = max(start, self._commit_log.min_offset)
+        self._control[WAKE], self._control[PUBLISHED] = 0, self.position
         self._thread = threading.Thread(target=self._run, name="index-builder", daemon=True)
         self._thread.start()
 
@@ -78,6 +82,7 @@ class IndexBuilder:
             return
         self._stop.set()
         self._nudge.set()
+        self._control[WAKE] = 1
         self._thread.join()
         self._flush()
         self.service.close()
@@ -94,7 +99,7 @@ class IndexBuilder:
         if self._thread is None:
             return
         deadline = time.monotonic() + CATCH_UP_TIMEOUT_S
-        while self.position < position and time.monotonic() < deadline:
+        while self.indexed < position and time.monotonic() < deadline:
             self._nudge.set()
             await asyncio.sleep(CATCH_UP_POLL_S)
 
@@ -103,23 +108,30 @@ class IndexBuilder:
         """Bytes dispatched but not indexed yet; 0 when the builder is not running."""
         if self._thread is None:
             return 0
-        return max(0, self._dispatched() - self.position)
+        return max(0, self._end_cell[0] - self.indexed)
+
+    @property
+    def indexed(self) -> int:
+        """Everything below is indexed: the position, or further where the C walk published a
+        keyless stretch it is still on."""
+        return max(self.position, self._control[PUBLISHED])
 
     def _run(self) -> None:
         last_flush = time.monotonic()
         while not self._stop.is_set():
-            if not self._index_some_or_stall():
+            budget = max(0.0, last_flush + FLUSH_INTERVAL_S - time.monotonic())
+            if not self._index_some_or_stall(budget):
                 self._nudge.wait(POLL_INTERVAL_S)
                 self._nudge.clear()
             if time.monotonic() - last_flush >= FLUSH_INTERVAL_S:
                 self._flush()
                 last_flush = time.monotonic()
 
-    def _index_some_or_stall(self) -> bool:
+    def _index_some_or_stall(self, budget_s: float) -> bool:
         """A write error (a full disk) stalls the index at the failed entry and retries it
         later: skipping would lose the entry's keys for good."""
         try:
-            progressed = self._index_some()
+            progressed = self._index_some(budget_s)
         except OSError as exc:
             if not self._stalled:
                 log.error("index: stalled at CommitLog offset %d, retrying every %.0f s: %s",
@@ -132,11 +144,12 @@ class IndexBuilder:
             self._stalled = False
         return progressed
 
-    def _index_some(self) -> bool:
-        """Index up to a round of entries; False when caught up."""
-        end = self._dispatched()
+    def _index_some(self, budget_s: float) -> bool:
+        """Index up to a round of entries (the C walk: for up to ``budget_s``); False when
+        caught up."""
+        end = self._end_cell[0]
         if self._scanner is not None:
-            return self._walk_some(end)
+            return self._walk_some(end, budget_s)
         for _ in range(ENTRIES_PER_ROUND):
             if self.position >= end:
                 return False
@@ -150,23 +163,27 @@ class IndexBuilder:
             self.position += size
         return True
 
-    def _walk_some(self, end: int) -> bool:
-        """The C walk over up to WALK_BYTES of one segment; the GIL is held only for the
-        entries with keys (and those whose bodies need the Python path)."""
+    def _walk_some(self, end: int, budget_s: float) -> bool:
+        """The C walk over one segment, following the appends for up to ``budget_s``; the
+        GIL is held only for the entries with keys (and those whose bodies need the Python
+        path)."""
         self.position = max(self.position, self._commit_log.min_offset)
-        if self.position >= end:
-            return False
         mapped = self._commit_log.queue.find(self.position)
+        if self.position >= end and mapped is None:
+            return False  # nothing to follow yet: the next segment does not exist
         if mapped is None:
             return self._skip_invalid(end)
         start = self.position - mapped.start_offset
         hard_limit = min(mapped.size, end - mapped.start_offset)
         view = mapped.view()  # pins the mapping: retention cannot close it under the walk
-        walked, stop, found = _walk(view, start, min(hard_limit, start + WALK_BYTES),
-                                    mapped.start_offset, self._scanner)
-        if walked == start and stop == STOP_LIMIT:  # an entry larger than WALK_BYTES
+        walked, stop, found = _follow(view, start, mapped.start_offset, self._scanner,
+                                      self._end_cell, self._control, FOLLOW_POLL_US,
+                                      int(budget_s * 1e6))
+        if walked == start and stop == STOP_LIMIT:
+            if walked >= hard_limit:
+                return False  # caught up: nothing came within the budget
             walked, stop, found = _walk(view, start, hard_limit, mapped.start_offset,
-                                        self._scanner)
+                                        self._scanner)  # what follow cannot walk: one entry
         del view
         for at, size, partition, store_timestamp, topic, keys in found:
             self.position = mapped.start_offset + at

@@ -139,7 +139,7 @@ class MessageStore:
             self.queues.drain, cfg)
         self.consumequeue_flush_service.start()
         self.index = IndexBuilder(self.paths.index, self.commit_log, self.body_format,
-                                  self.checkpoint, cfg, lambda: self.dispatcher.dispatched_offset)
+                                  self.checkpoint, cfg, self.dispatcher.end_cell)
         self.index.start()
         self.retention = RetentionService(self, cfg)
         self.retention.start()

@@ -3,6 +3,7 @@ body scanner: the entries it reports, and where and why it stops."""
 from __future__ import annotations
 
 import struct
+from array import array
 
 import pytest
 
@@ -67,3 +68,40 @@ def test_refuses_a_walk_outside_the_segment_and_a_foreign_capsule(tmp_path):
         _walk(log, 0, 1 << 20)
     with pytest.raises(ValueError):
         walk_module.walk(log.queue.files[0].view(), 0, 10, 0, object())
+
+
+def _follow(log: CommitLog, pos: int, dispatched: int, control: array, budget_us: int
+            ) -> tuple[int, int, list]:
+    mapped = log.queue.files[0]
+    return walk_module.follow(mapped.view(), pos, mapped.start_offset, SCANNER,
+                              array("q", [dispatched]), control, 1000, budget_us)
+
+
+@pytest.mark.timeout(20)
+def test_follow_walks_to_the_dispatched_end_and_publishes_only_keyless_stretches(tmp_path):
+    log = _log(tmp_path)
+    plain = _append(log, batch([b"no keys"] * 3))
+    keyed = _append(log, batch([b"a"], keys=[b"k"]), "orders", 2, 42)
+    _append(log, batch([b"more"]))
+    control = array("q", [0, -1])
+    # Only the first entry is dispatched: it walks it, publishes its end, waits out the budget.
+    assert _follow(log, 0, plain.size, control, 2000) == (plain.size, LIMIT, [])
+    assert control[1] == plain.size
+    # With all dispatched it walks to the end, returns for the keyed entry at once and
+    # publishes nothing past the start of the stretch that held it.
+    walked, stop, found = _follow(log, plain.size, log.max_offset, control, 60_000_000)
+    assert (walked, stop) == (log.max_offset, LIMIT)
+    assert found == [(keyed.phy_offset, keyed.size, 2, 42, b"orders", [b"k"])]
+    assert control[1] == plain.size
+
+
+@pytest.mark.timeout(20)
+def test_follow_returns_when_woken_and_refuses_bad_cells(tmp_path):
+    log = _log(tmp_path)
+    _append(log, batch([b"x"]))
+    end = log.max_offset
+    assert _follow(log, end, end, array("q", [1, 0]), 60_000_000)[:2] == (end, LIMIT)
+    with pytest.raises(ValueError, match="cells"):
+        _follow(log, 0, end, array("q", [0]), 1000)
+    with pytest.raises(ValueError, match="cells"):
+        _follow(log, 1 << 20, end, array("q", [0, 0]), 1000)

@@ -170,10 +170,9 @@ def test_lookup_by_key_finds_the_batches_holding_it(tmp_path, run):
 @pytest.mark.parametrize("walk", ["c", "python"])
 def test_lookup_finds_keys_across_walks_segment_rolls_and_big_batches(tmp_path, run, walk,
                                                                      monkeypatch):
-    """The IndexBuilder walks the CommitLog a stretch at a time (in C, or in Python without a
-    compiler): many batches per stretch, a segment roll between them, a batch larger than a
-    stretch and a compressed one must all have their keys found."""
-    monkeypatch.setattr(index_builder, "WALK_BYTES", 64 * 1024)
+    """The IndexBuilder follows the CommitLog (in C, or in Python without a compiler): many
+    batches per walk, a segment roll between them, a big batch and a compressed one must all
+    have their keys found."""
     if walk == "python":
         monkeypatch.setattr(index_builder, "_walk", None)
     value = b"x" * 1000
