@@ -1,11 +1,11 @@
-/* The CommitLog's C helpers: the appender's entry write and the IndexBuilder's walk.
+/* The CommitLog's C helpers: the appender's entry write and the IndexBuilder's walk (follow).
  *
  * write_entry: packing the 88-byte prefix with struct, then handing Python tuples to
  * os.pwritev through two Python frames, cost a 64 KiB append about 1.5 us of GIL-held work
  * beside the copy itself; here the prefix is built on the stack and the pwritev runs without
  * the GIL.
  *
- * walk: walking entries in Python cost the IndexBuilder about 5 us of GIL-held work per entry,
+ * follow: walking entries in Python cost the IndexBuilder about 5 us of GIL-held work per entry,
  * and it could rarely get the GIL while the appending thread held it between its system calls:
  * with the index on, 64 KiB appends ran at 60% of their speed without it, the process at 1.2
  * cores of 2. Here the entries of a stretch of one segment are checked and their bodies handed
@@ -250,7 +250,7 @@ static int walk_range(const uint8_t *buf, Py_ssize_t *pos_io, Py_ssize_t limit, 
     return failed ? -1 : 0;
 }
 
-/* (end, stop, found) for walk and follow, from what walk_range gathered; NULL on error. */
+/* follow's (end, stop, found), from what walk_range gathered; NULL on error. */
 static PyObject *walk_result(const uint8_t *buf, Py_ssize_t pos, int stop, int failed,
                              const FoundList *found_list, const KeySpans *key_spans)
 {
@@ -295,58 +295,21 @@ static PyObject *walk_result(const uint8_t *buf, Py_ssize_t pos, int stop, int f
     return Py_BuildValue("niN", pos, stop, list);
 }
 
-/* walk(segment, pos, limit, base_phy, scanner) -> (end, stop, found)
- *
- * Walks the entries of ``segment`` (a buffer: one CommitLog segment's mapping, which is
- * ``base_phy`` in the CommitLog) from ``pos`` while they end at or below ``limit``. ``end``: the
- * position after the last entry walked; ``stop``: 0 at the limit, 1 at a BLANK filler, 2 at an
- * invalid entry. ``found``: (position, size, partition, store timestamp, topic bytes, keys) of
- * the entries with keys, keys None for those the scanner left to the Python path. */
-static PyObject *walk(PyObject *self, PyObject *args)
-{
-    Py_buffer view;
-    Py_ssize_t pos, limit;
-    long long base_phy;
-    PyObject *capsule;
-    if (!PyArg_ParseTuple(args, "y*nnLO", &view, &pos, &limit, &base_phy, &capsule))
-        return NULL;
-    body_scan_fn scan = (body_scan_fn)PyCapsule_GetPointer(capsule, BODY_SCANNER_CAPSULE);
-    if (scan == NULL) {
-        PyBuffer_Release(&view);
-        return NULL;
-    }
-    if (pos < 0 || limit > view.len || pos > limit) {
-        PyBuffer_Release(&view);
-        return PyErr_Format(PyExc_ValueError, "walk from %zd to %zd outside a %zd-byte segment",
-                            pos, limit, view.len);
-    }
-    const uint8_t *buf = view.buf;
-    KeySpans spans = {NULL, 0, 0};
-    FoundList found = {NULL, 0, 0};
-    int stop = STOP_LIMIT, failed = 0;
-
-    Py_BEGIN_ALLOW_THREADS
-    failed = walk_range(buf, &pos, limit, base_phy, scan, &spans, &found, &stop) < 0;
-    Py_END_ALLOW_THREADS
-
-    PyObject *result = walk_result(buf, pos, stop, failed, &found, &spans);
-    PyMem_RawFree(spans.spans);
-    PyMem_RawFree(found.items);
-    PyBuffer_Release(&view);
-    return result;
-}
-
 /* follow(segment, pos, base_phy, scanner, dispatched, control, poll_us, budget_us)
  *     -> (end, stop, found)
  *
- * walk that keeps up with the appends without the GIL: it reads how far the CommitLog is
- * dispatched from ``dispatched`` (an int64 cell the Dispatcher writes after every append),
- * walks to there, sleeps ``poll_us`` when caught up, and returns once it finds entries with
- * keys (or for the Python path), reaches a BLANK filler, the segment's end or an entry it
- * cannot walk, or after ``budget_us``, or when ``control[0]`` is set. Where a stretch had no
- * keys it publishes the next position to index in ``control[1]``. Taking the GIL back after
- * every walk and poll cost the appending thread ~90 GIL waits per 512 MiB of 64 KiB appends
- * (see docs/performance.md, fifth session). */
+ * Walks the entries of ``segment`` (a buffer: one CommitLog segment's mapping, which is
+ * ``base_phy`` in the CommitLog) from ``pos`` without the GIL, keeping up with the appends: it
+ * reads how far the CommitLog is dispatched from ``dispatched`` (an int64 cell the Dispatcher
+ * writes after every append), walks to there and sleeps ``poll_us`` when caught up. It returns
+ * once it has found entries with keys (or for the Python path), at a BLANK filler, the
+ * segment's end or an entry it cannot walk, after ``budget_us``, or when ``control[0]`` is
+ * set. Where a stretch had no keys it publishes the next position to index in ``control[1]``.
+ * ``end``: the position after the last entry walked; ``stop``: 0 at the limit, 1 at a BLANK
+ * filler, 2 at an invalid entry; ``found``: (position, size, partition, store timestamp, topic
+ * bytes, keys) of the entries with keys, keys None for those the scanner left to the Python
+ * path. Taking the GIL back after every walk and poll cost the appending thread ~90 GIL waits
+ * per 512 MiB of 64 KiB appends (see docs/performance.md, fifth session). */
 static PyObject *follow(PyObject *self, PyObject *args)
 {
     Py_buffer view, dispatched, control;
@@ -360,9 +323,13 @@ static PyObject *follow(PyObject *self, PyObject *args)
     body_scan_fn scan = (body_scan_fn)PyCapsule_GetPointer(capsule, BODY_SCANNER_CAPSULE);
     if (scan == NULL)
         goto release;
-    if (dispatched.len < 8 || control.len < 16 || pos < 0 || pos > view.len || poll_us <= 0) {
-        PyErr_SetString(PyExc_ValueError,
-                        "follow: bad cells, position or poll interval");
+    if (pos < 0 || pos > view.len) {
+        PyErr_Format(PyExc_ValueError, "follow from %zd outside a %zd-byte segment", pos,
+                     view.len);
+        goto release;
+    }
+    if (dispatched.len < 8 || control.len < 16 || poll_us <= 0) {
+        PyErr_SetString(PyExc_ValueError, "follow: bad cells or poll interval");
         goto release;
     }
     const uint8_t *buf = view.buf;
@@ -412,9 +379,6 @@ static PyMethodDef methods[] = {
      "write_entry(body, trailer, fd, pos, limit, phy, crc, partition, count, queue_offset, "
      "sys_flag, max_timestamp, born_host, store_timestamp, store_host): one CommitLog "
      "entry in one pwritev without the GIL"},
-    {"walk", walk, METH_VARARGS,
-     "walk(segment, pos, limit, base_phy, scanner) -> (end, stop, found): CommitLog entries "
-     "scanned for keys without the GIL"},
     {"follow", follow, METH_VARARGS,
      "follow(segment, pos, base_phy, scanner, dispatched, control, poll_us, budget_us) -> "
      "(end, stop, found): walk that keeps up with the appends without the GIL"},
@@ -423,7 +387,8 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "engine._commit_log",
-    "The CommitLog's C helpers: the appender's entry write and the IndexBuilder's walk.", -1, methods,
+    "The CommitLog's C helpers: the appender's entry write and the IndexBuilder's walk (follow).",
+    -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__commit_log(void)

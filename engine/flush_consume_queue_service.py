@@ -7,8 +7,9 @@ that only a few units dirtied would clean its page, and the next append to that 
 pay to dirty it again; with 10,000 partitions that cost a quarter of append throughput. The
 checkpoint's ``consumequeue_flushed`` only moves after a thorough round, which first writes
 every queue's pending units (see ConsumeQueue), when every file covering it is on disk;
-recovery after a crash re-dispatches from there. With thousands of partitions, one fdatasync per dirty file would take seconds, so above ``SYNCFS_THRESHOLD`` dirty
-files a single syncfs(2) of the data directory's filesystem does the same work in one call.
+recovery after a crash re-dispatches from there. With thousands of partitions, one fdatasync
+per dirty file would take seconds, so above ``SYNCFS_THRESHOLD`` dirty files a single
+syncfs(2) of the data directory's filesystem does the same work in one call.
 """
 from __future__ import annotations
 

@@ -23,9 +23,8 @@ from engine.index_file import IndexService
 
 try:
     from engine._commit_log import follow as _follow
-    from engine._commit_log import walk as _walk
 except ImportError:  # installed without a C compiler: entries are walked in Python
-    _walk = _follow = None
+    _follow = None
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +64,7 @@ class IndexBuilder:
         self._stalled = False
         self._flushed_position = 0
         scanner = getattr(body_format, "scanner", None)
-        self._scanner = scanner if _walk is not None else None
+        self._scanner = scanner if _follow is not None else None
 
     def start(self) -> None:
         if not self.enabled:
@@ -175,16 +174,12 @@ class IndexBuilder:
         if mapped is None:
             return self._skip_invalid(end)
         start = self.position - mapped.start_offset
-        hard_limit = min(mapped.size, end - mapped.start_offset)
         view = mapped.view()  # pins the mapping: retention cannot close it under the walk
         walked, stop, found = _follow(view, start, mapped.start_offset, self._scanner,
                                       self._end_cell, self._control, FOLLOW_POLL_US,
                                       int(budget_s * 1e6))
-        if walked == start and stop == STOP_LIMIT:
-            if walked >= hard_limit:
-                return False  # caught up: nothing came within the budget
-            walked, stop, found = _walk(view, start, hard_limit, mapped.start_offset,
-                                        self._scanner)  # what follow cannot walk: one entry
+        if walked == start and stop == STOP_LIMIT and mapped.start_offset + walked >= end:
+            return False  # caught up: nothing came within the budget
         del view
         for at, size, partition, store_timestamp, topic, keys in found:
             self.position = mapped.start_offset + at

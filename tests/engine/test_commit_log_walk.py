@@ -1,4 +1,4 @@
-"""The IndexBuilder's C walk over CommitLog entries (engine/_commit_log.c) with the Kafka
+"""The IndexBuilder's C walk (follow) over CommitLog entries (engine/_commit_log.c) with the Kafka
 body scanner: the entries it reports, and where and why it stops."""
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ def _append(log: CommitLog, body: memoryview, topic="t", partition=0, store_ts=5
 
 
 def _walk(log: CommitLog, pos: int, limit: int) -> tuple[int, int, list]:
-    mapped = log.queue.files[0]
-    return walk_module.walk(mapped.view(), pos, limit, mapped.start_offset, SCANNER)
+    """One pass of follow up to ``limit`` (as the dispatched end), without waiting."""
+    return _follow(log, pos, limit, array("q", [0, 0]), 0)
 
 
 def test_reports_only_entries_with_keys_and_compressed_ones_for_the_python_path(tmp_path):
@@ -65,9 +65,10 @@ def test_refuses_a_walk_outside_the_segment_and_a_foreign_capsule(tmp_path):
     log = _log(tmp_path)
     _append(log, batch([b"x"]))
     with pytest.raises(ValueError, match="outside"):
-        _walk(log, 0, 1 << 20)
+        _walk(log, 1 << 20, 1 << 20)
     with pytest.raises(ValueError):
-        walk_module.walk(log.queue.files[0].view(), 0, 10, 0, object())
+        walk_module.follow(log.queue.files[0].view(), 0, 0, object(), array("q", [10]),
+                           array("q", [0, 0]), 1000, 0)
 
 
 def _follow(log: CommitLog, pos: int, dispatched: int, control: array, budget_us: int
@@ -103,5 +104,5 @@ def test_follow_returns_when_woken_and_refuses_bad_cells(tmp_path):
     assert _follow(log, end, end, array("q", [1, 0]), 60_000_000)[:2] == (end, LIMIT)
     with pytest.raises(ValueError, match="cells"):
         _follow(log, 0, end, array("q", [0]), 1000)
-    with pytest.raises(ValueError, match="cells"):
+    with pytest.raises(ValueError, match="outside"):
         _follow(log, 1 << 20, end, array("q", [0, 0]), 1000)

@@ -174,7 +174,7 @@ def test_lookup_finds_keys_across_walks_segment_rolls_and_big_batches(tmp_path, 
     batches per walk, a segment roll between them, a big batch and a compressed one must all
     have their keys found."""
     if walk == "python":
-        monkeypatch.setattr(index_builder, "_walk", None)
+        monkeypatch.setattr(index_builder, "_follow", None)
     value = b"x" * 1000
     async def body():
         async with open_store(tmp_path, commitlog_segment_bytes=2 << 20) as store:
