@@ -6,12 +6,12 @@ how many appends one fsync covers with 64 concurrent SYNC_FLUSH writers, read MB
 MB/s at 1, 100 and 10,000 partitions. Figures, not a test: nothing here asserts a speed.
 
 The partition steps write their own, larger volume (``--partition-volume-mb``, by default 16
-batches for each of 10,000 partitions): a partition's ConsumeQueue units wait in memory until a
-page of them gathers or the 10-second thorough flush comes, and every step's window ends with
-all of them written. At 512 MiB each of 10,000 partitions got 3 batches, so the window held one
-write to each of 10,000 files (36 ms, 10% of it) that a running store makes once per 10 s; with
-16 batches each partition writes its units at least once inside the window, as it does in
-steady state, and that final write-out weighs what it does there.
+batches for each of 10,000 partitions): a partition's ConsumeQueue units wait in memory until
+PENDING_BYTES of them gather or the 10-second thorough flush comes, and every step's window
+ends with all of them written. The window thus charges each partition one write per 5 KiB of
+units (its 16 batches' worth) at least, where a running store writes once per 8 KiB and once
+per thorough round: the figure errs low. At 512 MiB each of 10,000 partitions got only 3
+batches, and that final write to each of 10,000 files (36 ms) weighed 10% of the window.
 """
 from __future__ import annotations
 
@@ -41,8 +41,8 @@ MEMORY_MARGIN = 256 * MIB  # page cache beyond the volume a step may take (queue
 BACKING_CHUNK = 64 * 1024
 PARTITION_COUNTS = (1, 100, 10_000)
 PARTITION_BATCH = 16 * 1024
-# 16 batches of 16 records give each of the most partitions 5 KiB of ConsumeQueue units: more
-# than the page at which they are written out (engine.consume_queue.PENDING_BYTES).
+# 16 batches of 16 records give each of the most partitions 5 KiB of ConsumeQueue units, all
+# written inside the window (see the module doc).
 DEFAULT_PARTITION_VOLUME_MB = 16 * max(PARTITION_COUNTS) * PARTITION_BATCH // MIB
 
 

@@ -5,7 +5,7 @@ import logging
 import shutil
 from collections.abc import Iterator
 
-from engine.consume_queue import UNIT_SIZE, ConsumeQueue
+from engine.consume_queue import ConsumeQueue
 from engine.file_handle_cache import FileHandleCache
 from engine.paths import StorePaths
 
@@ -46,14 +46,14 @@ class ConsumeQueueStore:
                      if queue is not None])
 
     def drain(self) -> bool:
-        """Write every queue's pending units; False (logged) if some could not be written."""
+        """Write every queue's pending units, and give back the buffers of the queues with none
+        (see ConsumeQueue); False (logged) if some units could not be written."""
         drained = True
         for queue in self.loaded():
             try:
-                queue.drain()
+                queue.drain(release_idle=True)
             except OSError as exc:
-                log.error("%s: %d pending units not written: %s", queue,
-                          len(queue.pending) // UNIT_SIZE, exc)
+                log.error("%s: %d pending units not written: %s", queue, queue.pending_units, exc)
                 drained = False
         return drained
 

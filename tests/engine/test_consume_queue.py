@@ -6,7 +6,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.consume_queue import CQ_UNIT, PENDING_BYTES, UNIT_SIZE, ConsumeQueue, UnitReader
+from engine.consume_queue import (
+    CQ_UNIT,
+    PENDING_BYTES,
+    PENDING_CAPACITY,
+    UNIT_SIZE,
+    ConsumeQueue,
+    UnitReader,
+)
 from engine.consume_queue_store import ConsumeQueueStore
 from engine.file_handle_cache import FileHandleCache
 from engine.mapped_file_queue import StoreDamaged
@@ -158,7 +165,7 @@ def test_units_wait_in_memory_readable_until_a_page_gathers_or_a_drain(tmp_path)
     assert queue.file_indexes == [] and queue.get(2) == (0, 100, 5)
     per_page = PENDING_BYTES // UNIT_SIZE
     queue.put(3, per_page, phy=100, size=100, timestamp=6)  # a page's worth: written out
-    assert queue.file_indexes == [0] and queue.pending == bytearray()
+    assert queue.file_indexes == [0] and queue.pending_units == 0
     queue.put(3 + per_page, 2, phy=200, size=100, timestamp=7)
     queue.truncate_offset(4 + per_page)  # cuts the pending units
     assert (queue.max_offset, queue.get(3 + per_page)) == (4 + per_page, (200, 100, 7))
@@ -166,6 +173,39 @@ def test_units_wait_in_memory_readable_until_a_page_gathers_or_a_drain(tmp_path)
     queue._handles.close_all()
     again = _queue(tmp_path, per_file=1000)
     assert (again.max_offset, again.get(3 + per_page)) == (4 + per_page, (200, 100, 7))
+
+
+def test_the_pending_buffer_is_reused_grown_for_a_big_batch_and_given_back(tmp_path):
+    queue = _queue(tmp_path, per_file=10_000)
+    queue.put(0, 3, phy=0, size=100, timestamp=5)
+    buffer = queue.pending
+    assert len(buffer) == PENDING_CAPACITY
+    big = PENDING_CAPACITY // UNIT_SIZE  # more units than the buffer holds: a new, larger one
+    queue.put(3, big, phy=100, size=200, timestamp=6)
+    assert queue.pending is not buffer and queue.pending_units == 0  # and written out
+    assert [queue.get(o) for o in (2, 3, 2 + big)] == [(0, 100, 5), (100, 200, 6), (100, 200, 6)]
+    grown = queue.pending
+    queue.put(3 + big, 2, phy=300, size=50, timestamp=7)
+    assert queue.pending is grown  # written units stop a read at the pending ones
+    assert queue.units(10, 2 + big) == CQ_UNIT.pack(100, 200, 6)
+    assert queue.units(10, 3 + big) == CQ_UNIT.pack(300, 50, 7) * 2
+    queue.drain(release_idle=True)
+    assert queue.pending is grown and queue.pending_units == 0  # it had units: in use
+    queue.drain(release_idle=True)
+    assert queue.pending == bytearray()  # nothing since the last round: idle
+    queue.put(5 + big, 1, phy=350, size=50, timestamp=8)
+    assert len(queue.pending) == PENDING_CAPACITY and queue.get(5 + big) == (350, 50, 8)
+
+
+def test_the_store_drain_gives_back_the_buffers_of_idle_queues(tmp_path):
+    store = ConsumeQueueStore(StorePaths(tmp_path), 1000, FileHandleCache(16))
+    for partition in range(3):
+        store.get("t", partition).put(0, 2, phy=partition * 10, size=10, timestamp=1)
+    assert store.drain()
+    store.get("t", 1).put(2, 1, phy=30, size=10, timestamp=1)
+    assert store.drain()
+    assert [len(queue.pending) for queue in store.loaded()] == [0, PENDING_CAPACITY, 0]
+    assert [store.get("t", p).get(1) for p in range(3)] == [(0, 10, 1), (10, 10, 1), (20, 10, 1)]
 
 
 def test_a_failed_drain_keeps_the_units_pending_and_readable(tmp_path, monkeypatch):
@@ -177,7 +217,7 @@ def test_a_failed_drain_keeps_the_units_pending_and_readable(tmp_path, monkeypat
     monkeypatch.setattr(ConsumeQueue, "_write", full_disk)  # the real case: test_disk_full
     with pytest.raises(OSError):
         queue.drain()
-    assert queue.get(1) == (0, 10, 1) and len(queue.pending) == 2 * UNIT_SIZE
+    assert queue.get(1) == (0, 10, 1) and queue.pending_units == 2
     monkeypatch.undo()
     queue.drain()
-    assert queue.pending == bytearray() and queue.get(1) == (0, 10, 1)
+    assert queue.pending_units == 0 and queue.get(1) == (0, 10, 1)
