@@ -32,6 +32,7 @@ idle since the round before.
 from __future__ import annotations
 
 import logging
+import os
 import struct
 from collections.abc import Callable
 from pathlib import Path
@@ -215,6 +216,22 @@ class ConsumeQueue:
 
     def _size_at(self, offset: int) -> int:
         return self.get(offset)[1]
+
+    def holds(self, offset: int) -> bool:
+        """Whether the files hold a unit at ``offset``: a check that needs no ``load`` (and
+        opens no cached handle), for the start of a store that loads its queues lazily."""
+        index, at = divmod(offset * UNIT_SIZE, self.file_bytes)
+        try:
+            fd = os.open(self._path(index), os.O_RDONLY)
+        except OSError:
+            return False
+        try:
+            unit = os.pread(fd, UNIT_SIZE, at)
+            return os.fstat(fd).st_size == self.file_bytes and CQ_UNIT.unpack(unit)[1] > 0
+        except (OSError, struct.error):
+            return False
+        finally:
+            os.close(fd)
 
     def search_offset(self, predicate: Callable[[tuple[int, int, int]], bool], lo: int) -> int:
         """The first offset in [lo, max_offset) whose unit satisfies a monotone predicate."""

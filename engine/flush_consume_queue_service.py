@@ -7,7 +7,8 @@ that only a few units dirtied would clean its page, and the next append to that 
 pay to dirty it again; with 10,000 partitions that cost a quarter of append throughput. The
 checkpoint's ``consumequeue_flushed`` only moves after a thorough round, which first writes
 every queue's pending units (see ConsumeQueue), when every file covering it is on disk;
-recovery after a crash re-dispatches from there. With thousands of partitions, one fdatasync
+recovery after a crash re-dispatches from there. The queues' ends noted at that drain are
+saved with it (see ConsumeQueueStore). With thousands of partitions, one fdatasync
 per dirty file would take seconds, so above ``SYNCFS_THRESHOLD`` dirty files a single
 syncfs(2) of the data directory's filesystem does the same work in one call.
 """
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from engine.checkpoint import StoreCheckpoint
 from engine.config import StoreConfig
+from engine.consume_queue_store import ConsumeQueueStore
 from engine.file_handle_cache import FileHandleCache
 from engine.mapped_file import PAGE_SIZE, MappedFile
 
@@ -36,10 +38,10 @@ SYNCFS_THRESHOLD = 64
 
 class FlushConsumeQueueService:
     def __init__(self, handles: FileHandleCache, checkpoint: StoreCheckpoint,
-                 dispatched: Callable[[], int], drain: Callable[[], bool],
+                 dispatched: Callable[[], int], queues: ConsumeQueueStore,
                  config: StoreConfig) -> None:
         self._handles = handles
-        self._drain = drain
+        self._queues = queues
         self._checkpoint = checkpoint
         self._dispatched = dispatched
         self._interval = config.consumequeue_flush_interval_ms / 1000
@@ -70,7 +72,8 @@ class FlushConsumeQueueService:
         """Sync the files due (all of them when ``thorough``); a thorough round also records
         how far the queues are durable."""
         dispatched = self._dispatched()
-        drained = self._drain() if thorough else False  # on the loop, like the appends
+        drained = self._queues.drain() if thorough else False  # on the loop, like appends
+        ends = self._queues.record_ends() if drained else {}
         if thorough:
             self._last_thorough = time.monotonic()
         files, retired = self._handles.take_flush_work(0 if thorough else self._least_bytes)
@@ -87,7 +90,11 @@ class FlushConsumeQueueService:
         value = self._checkpoint.value
         value.consumequeue_flushed = dispatched
         value.logics_msg_timestamp = int(time.time() * 1000)
-        await loop.run_in_executor(self._executor, self._checkpoint.save)
+        await loop.run_in_executor(self._executor, self._save, ends)
+
+    def _save(self, ends: dict[str, list[int]]) -> None:
+        self._queues.save_ends(ends)
+        self._checkpoint.save()
 
     def _sync(self, files: list[MappedFile]) -> None:
         if len(files) > SYNCFS_THRESHOLD:

@@ -76,6 +76,7 @@ class MessageStore:
         self.checkpoint = StoreCheckpoint(self.paths.checkpoint)
         clean = not self.paths.abort.exists()
         self.commit_log.queue.load()
+        self.queues.load_ends()
         report = recover(self.commit_log, self.queues, self.dispatcher, self.table,
                          self.checkpoint, clean=clean)
         self.paths.abort.touch()
@@ -100,6 +101,9 @@ class MessageStore:
         value = self.checkpoint.value
         value.commitlog_flushed = self.commit_log.flush()
         if drained:
+            ends = self.queues.record_ends()
+            self.queues.handles.close_all()  # syncs the files the ends count on
+            self.queues.save_ends(ends)
             value.consumequeue_flushed = self.dispatcher.dispatched_offset
         self.checkpoint.save()
         self.queues.close()
@@ -136,7 +140,7 @@ class MessageStore:
         self.flush_service.start()
         self.consumequeue_flush_service = FlushConsumeQueueService(
             self.handles, self.checkpoint, lambda: self.dispatcher.dispatched_offset,
-            self.queues.drain, cfg)
+            self.queues, cfg)
         self.consumequeue_flush_service.start()
         self.index = IndexBuilder(self.paths.index, self.commit_log, self.body_format,
                                   self.checkpoint, cfg, self.dispatcher.end_cell)

@@ -58,5 +58,9 @@ class StorePaths:
         return self.root / "config" / "topics.json"
 
     @property
+    def consumequeue_ends(self) -> Path:
+        return self.root / "config" / "consumequeue_ends.json"
+
+    @property
     def lock(self) -> Path:
         return self.root / "lock"

@@ -4,8 +4,9 @@ A clean stop (no ``abort`` marker) left everything flushed and the checkpoint ex
 scan starts at the end and finds nothing. After an unclean stop, entries are validated (magic,
 size, position, CRC) from the checkpoint on; the first invalid one and everything after it is
 cut off, ConsumeQueue units pointing past the cut are dropped, and the dispatcher replays what
-the queues lack. A partition whose queue directory is missing or damaged is rebuilt from the
-whole CommitLog.
+the queues lack. A partition whose queue directory is missing or damaged, or whose files end
+below the end recorded at the last thorough flush (files deleted or cut short), is rebuilt from
+the whole CommitLog.
 """
 from __future__ import annotations
 
@@ -75,23 +76,38 @@ def _warn_cut(commit_log: CommitLog, end: int) -> None:
 
 def _damaged_partitions(queues: ConsumeQueueStore, table: TopicTable, *, load_all: bool
                         ) -> set[tuple[str, int]]:
-    """Partitions whose queue directory is gone or (when loading) whose files are damaged."""
+    """Partitions whose queue directory is gone, whose files lack units below the recorded
+    end, or (when loading) whose files are damaged."""
     damaged = set()
     for topic in table.topics.values():
         for partition in range(topic.partitions):
             if not queues.exists_on_disk(topic.name, partition):
                 damaged.add((topic.name, partition))
-            elif load_all:
-                try:
-                    queues.get(topic.name, partition)
-                except (StoreDamaged, OSError) as exc:
-                    log.warning("recovery: ConsumeQueue %s-%d is damaged (%s)", topic.name,
-                                partition, exc)
-                    damaged.add((topic.name, partition))
+                continue
+            problem = _queue_problem(queues, topic.name, partition, load_all)
+            if problem:
+                log.warning("recovery: ConsumeQueue %s-%d %s", topic.name, partition, problem)
+                damaged.add((topic.name, partition))
     for topic_name, partition in damaged:
         queues.drop(topic_name, partition)
         queues.create_dirs(topic_name, range(partition, partition + 1))
     return damaged
+
+
+def _queue_problem(queues: ConsumeQueueStore, topic: str, partition: int, load: bool) -> str:
+    """What is wrong with a partition's queue files ('' when nothing): loaded when ``load``,
+    else only its last recorded unit is looked for."""
+    end = queues.recorded_end(topic, partition)
+    if not load:
+        return "" if queues.holds_recorded_end(topic, partition) else \
+            f"lacks offset {end - 1}, below its recorded end {end}: files were lost"
+    try:
+        queue = queues.get(topic, partition)
+    except (StoreDamaged, OSError) as exc:
+        return f"is damaged ({exc})"
+    if queue.max_offset < end:
+        return f"ends at offset {queue.max_offset}, below its recorded end {end}: files were lost"
+    return ""
 
 
 def _acceptor(table: TopicTable, rebuild: set[tuple[str, int]], normal_from: int

@@ -233,6 +233,59 @@ def test_deleted_consumequeue_is_rebuilt_from_the_commitlog(tmp_path, run):
     run(second())
 
 
+@pytest.mark.parametrize("clean", [True, False], ids=["clean", "unclean"])
+@pytest.mark.parametrize("lost", ["every file", "the last file"])
+def test_queue_files_lost_inside_a_kept_directory_are_rebuilt(tmp_path, run, clean, lost):
+    async def first():
+        async with open_store(tmp_path) as store:
+            store.create_topic("t", 2)
+            for i in range(120):
+                _append(store, "t", i % 2, [b"%d" % i])
+    run(first())
+    directory = tmp_path / "data" / "consumequeue" / "t" / "1"
+    files = sorted(directory.iterdir())
+    assert len(files) == 2  # 60 units, 50 a file
+    for path in files if lost == "every file" else files[-1:]:
+        path.unlink()
+    if not clean:
+        (tmp_path / "data" / "abort").touch()
+
+    async def second():
+        config = StoreConfig(data_dir=tmp_path / "data", **SMALL)
+        store = MessageStore(config, KafkaBodyFormat())
+        report = await store.open()
+        try:
+            assert report.rebuilt_partitions == [("t", 1)]
+            assert store.log_end_offset("t", 1) == 60
+            assert _append(store, "t", 1, [b"next"]).base_offset == 60  # no offset given twice
+            values = [r.value for buf in store.read("t", 1, 0, 1 << 30).buffers
+                      for r in decode_records(buf)]
+            assert values == [b"%d" % i for i in range(1, 120, 2)] + [b"next"]
+            assert store.log_end_offset("t", 0) == 60
+        finally:
+            await store.close()
+    run(second())
+
+
+def test_queue_ends_follow_deleted_and_recreated_topics(tmp_path, run):
+    async def first():
+        async with open_store(tmp_path) as store:
+            store.create_topic("t", 1)
+            _append(store, "t", 0, [b"a", b"b", b"c"])
+            await store.consumequeue_flush_service.flush()
+            assert store.queues.recorded_end("t", 0) == 3
+            store.delete_topic("t")
+            store.create_topic("t", 1)
+            _append(store, "t", 0, [b"new"])
+    run(first())
+
+    async def second():  # the old topic's end (3) would make the new queue look cut short
+        async with open_store(tmp_path) as store:
+            assert store.queues.recorded_end("t", 0) == 1
+            assert store.log_end_offset("t", 0) == 1
+    run(second())
+
+
 def test_recreated_topic_does_not_resurrect_old_records(tmp_path, run):
     async def first():
         async with open_store(tmp_path) as store:
