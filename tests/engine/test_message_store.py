@@ -209,33 +209,9 @@ def test_reopen_keeps_offsets_and_data(tmp_path, run):
     run(second())
 
 
-def test_deleted_consumequeue_is_rebuilt_from_the_commitlog(tmp_path, run):
-    async def first():
-        async with open_store(tmp_path) as store:
-            store.create_topic("t", 2)
-            for i in range(120):
-                _append(store, "t", i % 2, [b"%d" % i])
-    run(first())
-    shutil.rmtree(tmp_path / "data" / "consumequeue" / "t" / "1")
-
-    async def second():
-        config = StoreConfig(data_dir=tmp_path / "data", **SMALL)
-        store = MessageStore(config, KafkaBodyFormat())
-        report = await store.open()
-        try:
-            assert report.rebuilt_partitions == [("t", 1)]
-            assert store.log_end_offset("t", 1) == 60
-            values = [r.value for buf in store.read("t", 1, 0, 1 << 30).buffers
-                      for r in decode_records(buf)]
-            assert values == [b"%d" % i for i in range(1, 120, 2)]
-        finally:
-            await store.close()
-    run(second())
-
-
 @pytest.mark.parametrize("clean", [True, False], ids=["clean", "unclean"])
-@pytest.mark.parametrize("lost", ["every file", "the last file"])
-def test_queue_files_lost_inside_a_kept_directory_are_rebuilt(tmp_path, run, clean, lost):
+@pytest.mark.parametrize("lost", ["the directory", "every file", "the last file"])
+def test_lost_consumequeue_files_are_rebuilt_from_the_commitlog(tmp_path, run, clean, lost):
     async def first():
         async with open_store(tmp_path) as store:
             store.create_topic("t", 2)
@@ -245,8 +221,11 @@ def test_queue_files_lost_inside_a_kept_directory_are_rebuilt(tmp_path, run, cle
     directory = tmp_path / "data" / "consumequeue" / "t" / "1"
     files = sorted(directory.iterdir())
     assert len(files) == 2  # 60 units, 50 a file
-    for path in files if lost == "every file" else files[-1:]:
-        path.unlink()
+    if lost == "the directory":
+        shutil.rmtree(directory)
+    else:
+        for path in files if lost == "every file" else files[-1:]:
+            path.unlink()
     if not clean:
         (tmp_path / "data" / "abort").touch()
 
