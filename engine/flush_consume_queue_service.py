@@ -27,7 +27,7 @@ from pathlib import Path
 
 from engine.checkpoint import StoreCheckpoint
 from engine.config import StoreConfig
-from engine.consume_queue_store import ConsumeQueueStore
+from engine.consume_queue_store import ConsumeQueueStore, Ends
 from engine.file_handle_cache import FileHandleCache
 from engine.mapped_file import PAGE_SIZE, MappedFile
 
@@ -92,7 +92,7 @@ class FlushConsumeQueueService:
         value.logics_msg_timestamp = int(time.time() * 1000)
         await loop.run_in_executor(self._executor, self._save, ends)
 
-    def _save(self, ends: dict[str, list[int]]) -> None:
+    def _save(self, ends: Ends) -> None:
         self._queues.save_ends(ends)
         self._checkpoint.save()
 
