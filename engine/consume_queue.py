@@ -91,19 +91,48 @@ class ConsumeQueue:
 
     def load(self) -> None:
         """Find the stored range; non-contiguous or resized files mean a damaged queue."""
+        self.file_indexes = self._checked_files()
+        if not self.file_indexes:
+            return
+        self.min_offset = self._first_used(self.file_indexes[0])
+        self.max_offset = self.pending_from = self._end_of_data(self.file_indexes[-1])
+        self._refresh_last()
+
+    def verify(self, end: int) -> None:
+        """Check the files without loading the queue (nor opening a cached handle), for the
+        start of a store that loads its queues lazily: whole, aligned, none missing between,
+        and holding the unit below ``end``, the end recorded at the last thorough flush.
+        Raises StoreDamaged."""
+        self._checked_files()
+        if end and not self._holds(end - 1):
+            raise StoreDamaged(f"{self}: no unit at offset {end - 1}, below the recorded end "
+                               f"{end}: files were lost")
+
+    def _checked_files(self) -> list[int]:
+        """The indexes of the files on disk, each whole and aligned, none missing between."""
         starts = segment_starts(self.directory)
         for start in starts:
             size = (self.directory / offset_file_name(start)).stat().st_size
             if start % self.file_bytes or size != self.file_bytes:
                 raise StoreDamaged(f"{self}: file {start} has size {size} / misaligned start")
-        self.file_indexes = [start // self.file_bytes for start in starts]
-        if not self.file_indexes:
-            return
-        if len(self.file_indexes) != self.file_indexes[-1] - self.file_indexes[0] + 1:
+        indexes = [start // self.file_bytes for start in starts]
+        if indexes and len(indexes) != indexes[-1] - indexes[0] + 1:
             raise StoreDamaged(f"{self}: missing files between {starts[0]} and {starts[-1]}")
-        self.min_offset = self._first_used(self.file_indexes[0])
-        self.max_offset = self.pending_from = self._end_of_data(self.file_indexes[-1])
-        self._refresh_last()
+        return indexes
+
+    def _holds(self, offset: int) -> bool:
+        """Whether the files hold a unit at ``offset`` (one pread, no cached handle)."""
+        index, at = divmod(offset * UNIT_SIZE, self.file_bytes)
+        try:
+            fd = os.open(self._path(index), os.O_RDONLY)
+        except OSError:
+            return False
+        try:
+            return CQ_UNIT.unpack(os.pread(fd, UNIT_SIZE, at))[1] > 0
+        except struct.error:  # beyond the file's end
+            return False
+        finally:
+            os.close(fd)
 
     def _first_used(self, index: int) -> int:
         """The first non-empty unit of the first file (a rebuilt queue may start mid-file)."""
@@ -216,22 +245,6 @@ class ConsumeQueue:
 
     def _size_at(self, offset: int) -> int:
         return self.get(offset)[1]
-
-    def holds(self, offset: int) -> bool:
-        """Whether the files hold a unit at ``offset``: a check that needs no ``load`` (and
-        opens no cached handle), for the start of a store that loads its queues lazily."""
-        index, at = divmod(offset * UNIT_SIZE, self.file_bytes)
-        try:
-            fd = os.open(self._path(index), os.O_RDONLY)
-        except OSError:
-            return False
-        try:
-            unit = os.pread(fd, UNIT_SIZE, at)
-            return os.fstat(fd).st_size == self.file_bytes and CQ_UNIT.unpack(unit)[1] > 0
-        except (OSError, struct.error):
-            return False
-        finally:
-            os.close(fd)
 
     def search_offset(self, predicate: Callable[[tuple[int, int, int]], bool], lo: int) -> int:
         """The first offset in [lo, max_offset) whose unit satisfies a monotone predicate."""

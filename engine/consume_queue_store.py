@@ -87,14 +87,11 @@ class ConsumeQueueStore:
         ends = self.ends.get(topic, ())
         return ends[partition] if 0 <= partition < len(ends) else 0
 
-    def holds_recorded_end(self, topic: str, partition: int) -> bool:
-        """Whether the partition's files hold its last recorded unit (without loading it)."""
-        end = self.recorded_end(topic, partition)
-        if end == 0:
-            return True
+    def verify(self, topic: str, partition: int) -> None:
+        """``ConsumeQueue.verify`` against the recorded end, without loading the queue."""
         queue = ConsumeQueue(topic, partition, self.paths.consumequeue_dir(topic, partition),
                              self.entries_per_file, self.handles)
-        return queue.holds(end - 1)
+        queue.verify(self.recorded_end(topic, partition))
 
     def record_ends(self) -> Ends:
         """Every loaded queue's end, noted right after a drain; the whole table, to save once

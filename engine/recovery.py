@@ -96,17 +96,15 @@ def _damaged_partitions(queues: ConsumeQueueStore, table: TopicTable, *, load_al
 
 def _queue_problem(queues: ConsumeQueueStore, topic: str, partition: int, load: bool) -> str:
     """What is wrong with a partition's queue files ('' when nothing): loaded when ``load``,
-    else only its last recorded unit is looked for."""
+    else only checked (see ConsumeQueue.verify)."""
     end = queues.recorded_end(topic, partition)
-    if not load:
-        return "" if queues.holds_recorded_end(topic, partition) else \
-            f"lacks offset {end - 1}, below its recorded end {end}: files were lost"
     try:
-        queue = queues.get(topic, partition)
+        if not load:
+            queues.verify(topic, partition)
+        elif queues.get(topic, partition).max_offset < end:
+            return f"ends below its recorded end {end}: files were lost"
     except (StoreDamaged, OSError) as exc:
         return f"is damaged ({exc})"
-    if queue.max_offset < end:
-        return f"ends at offset {queue.max_offset}, below its recorded end {end}: files were lost"
     return ""
 
 

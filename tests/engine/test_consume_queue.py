@@ -223,13 +223,19 @@ def test_a_failed_drain_keeps_the_units_pending_and_readable(tmp_path, monkeypat
     assert queue.pending_units == 0 and queue.get(1) == (0, 10, 1)
 
 
-def test_holds_reads_one_unit_without_loading(tmp_path):
+def test_verify_checks_the_files_without_loading(tmp_path):
     queue = _queue(tmp_path, per_file=10)
-    queue.put(0, 12, phy=0, size=10, timestamp=1)
+    queue.put(0, 22, phy=0, size=10, timestamp=1)
     queue.drain()
     fresh = ConsumeQueue("t", 0, tmp_path / "t" / "0", 10, FileHandleCache(4))
-    assert fresh.holds(11) and fresh.holds(0)
-    assert not fresh.holds(12)  # a hole in the last file
-    assert not fresh.holds(25)  # no file
-    (tmp_path / "t" / "0" / offset_file_name(10 * UNIT_SIZE)).write_bytes(b"short")
-    assert not fresh.holds(11)  # a file of the wrong size
+    fresh.verify(22)
+    fresh.verify(0)  # no recorded end: only the files' shape is checked
+    with pytest.raises(StoreDamaged, match="offset 22"):
+        fresh.verify(23)  # a hole in the last file
+    (tmp_path / "t" / "0" / offset_file_name(10 * UNIT_SIZE)).unlink()
+    with pytest.raises(StoreDamaged, match="missing files"):
+        fresh.verify(22)
+    (tmp_path / "t" / "0" / offset_file_name(20 * UNIT_SIZE)).write_bytes(b"short")
+    with pytest.raises(StoreDamaged, match="size 5"):
+        fresh.verify(22)
+    assert fresh.file_indexes == [] and fresh.max_offset == 0  # nothing was loaded

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 
 import pytest
@@ -9,6 +10,22 @@ import pytest
 from engine import MessageStore, StoreConfig, StoreStatus, index_builder
 from protocol.record_batch import KafkaBodyFormat, decode_records
 from tests.engine.conftest import SMALL, batch, open_store
+
+
+@contextlib.asynccontextmanager
+async def _reopened(tmp_path):
+    """The store of ``tmp_path`` opened again, with the report of its recovery."""
+    store = MessageStore(StoreConfig(data_dir=tmp_path / "data", **SMALL), KafkaBodyFormat())
+    report = await store.open()
+    try:
+        yield store, report
+    finally:
+        await store.close()
+
+
+def _values(store, topic, partition):
+    return [r.value for buf in store.read(topic, partition, 0, 1 << 30).buffers
+            for r in decode_records(buf)]
 
 
 def _append(store, topic, partition, values, **kw):
@@ -202,9 +219,8 @@ def test_reopen_keeps_offsets_and_data(tmp_path, run):
             assert [store.log_end_offset("t", p) for p in range(3)] == [60, 60, 60]
             result = _append(store, "t", 1, [b"after"])
             assert result.base_offset == 60
-            values = [r.value for buf in store.read("t", 2, 0, 1 << 30).buffers
-                      for r in decode_records(buf)]
-            assert values == [b"value-%d" % i for i in range(2, 90, 3) for _ in range(2)]
+            assert _values(store, "t", 2) == \
+                [b"value-%d" % i for i in range(2, 90, 3) for _ in range(2)]
     run(first())
     run(second())
 
@@ -230,19 +246,30 @@ def test_lost_consumequeue_files_are_rebuilt_from_the_commitlog(tmp_path, run, c
         (tmp_path / "data" / "abort").touch()
 
     async def second():
-        config = StoreConfig(data_dir=tmp_path / "data", **SMALL)
-        store = MessageStore(config, KafkaBodyFormat())
-        report = await store.open()
-        try:
+        async with _reopened(tmp_path) as (store, report):
             assert report.rebuilt_partitions == [("t", 1)]
             assert store.log_end_offset("t", 1) == 60
             assert _append(store, "t", 1, [b"next"]).base_offset == 60  # no offset given twice
-            values = [r.value for buf in store.read("t", 1, 0, 1 << 30).buffers
-                      for r in decode_records(buf)]
-            assert values == [b"%d" % i for i in range(1, 120, 2)] + [b"next"]
+            assert _values(store, "t", 1) == [b"%d" % i for i in range(1, 120, 2)] + [b"next"]
             assert store.log_end_offset("t", 0) == 60
-        finally:
-            await store.close()
+    run(second())
+
+
+def test_a_queue_missing_a_middle_file_is_rebuilt_at_a_clean_start(tmp_path, run):
+    async def first():
+        async with open_store(tmp_path) as store:
+            store.create_topic("t", 1)
+            for i in range(120):
+                _append(store, "t", 0, [b"%d" % i])
+    run(first())
+    files = sorted((tmp_path / "data" / "consumequeue" / "t" / "0").iterdir())
+    assert len(files) == 3
+    files[1].unlink()
+
+    async def second():
+        async with _reopened(tmp_path) as (store, report):
+            assert report.rebuilt_partitions == [("t", 0)]
+            assert _values(store, "t", 0) == [b"%d" % i for i in range(120)]
     run(second())
 
 
@@ -278,9 +305,7 @@ def test_recreated_topic_does_not_resurrect_old_records(tmp_path, run):
 
     async def second():
         async with open_store(tmp_path) as store:
-            values = [r.value for buf in store.read("t", 0, 0, 1 << 20).buffers
-                      for r in decode_records(buf)]
-            assert values == [b"new"]
+            assert _values(store, "t", 0) == [b"new"]
     run(second())
 
 
