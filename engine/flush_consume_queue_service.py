@@ -72,8 +72,8 @@ class FlushConsumeQueueService:
         """Sync the files due (all of them when ``thorough``); a thorough round also records
         how far the queues are durable."""
         dispatched = self._dispatched()
-        drained = self._queues.drain() if thorough else False  # on the loop, like appends
-        ends = self._queues.record_ends() if drained else {}
+        drained = await self._queues.drain_gradually() if thorough else False
+        ends = self._queues.ends_table() if drained else {}
         if thorough:
             self._last_thorough = time.monotonic()
         files, retired = self._handles.take_flush_work(0 if thorough else self._least_bytes)

@@ -101,7 +101,7 @@ class MessageStore:
         value = self.checkpoint.value
         value.commitlog_flushed = self.commit_log.flush()
         if drained:
-            ends = self.queues.record_ends()
+            ends = self.queues.ends_table()
             self.queues.handles.close_all()  # syncs the files the ends count on
             self.queues.save_ends(ends)
             value.consumequeue_flushed = self.dispatcher.dispatched_offset

@@ -2,6 +2,8 @@
 the store of all queues."""
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -239,3 +241,30 @@ def test_verify_checks_the_files_without_loading(tmp_path):
     with pytest.raises(StoreDamaged, match="size 5"):
         fresh.verify(22)
     assert fresh.file_indexes == [] and fresh.max_offset == 0  # nothing was loaded
+
+
+def test_a_gradual_drain_lets_the_loop_run_and_notes_each_queue_end(tmp_path):
+    store = ConsumeQueueStore(StorePaths(tmp_path), 1000, FileHandleCache(16))
+    for partition in range(4):
+        store.get("t", partition).put(0, partition + 1, phy=partition * 10, size=10, timestamp=1)
+    store.get("u", 0).put(0, 2, phy=50, size=10, timestamp=1)
+    turns = []
+
+    async def meanwhile():
+        while len(turns) < 100:
+            turns.append(sum(queue.pending_units for queue in store.loaded()))
+            if len(turns) == 2:  # the loop's turn between two queues: a topic goes
+                store.delete_topic("u")
+            await asyncio.sleep(0)
+
+    async def body():
+        task = asyncio.create_task(meanwhile())
+        assert await store.drain_gradually(slice_s=0)  # a turn after every queue
+        task.cancel()
+
+    asyncio.run(body())
+    # 12 units pending; the loop ran after each queue written (1, 2, 3, 4 units); u's 2 went
+    # with the topic at the second turn, and its queue, still in the drain's list, was skipped
+    assert turns[:4] == [11, 9, 4, 0]
+    assert store.ends_table() == {"t": [1, 2, 3, 4]}  # none for the deleted topic
+    assert [store.get("t", p).pending_units for p in range(4)] == [0, 0, 0, 0]
