@@ -2,9 +2,10 @@
 
 It also keeps every partition's queue end as of its last drain (``ends``; the thorough flush
 saves them in ``config/consumequeue_ends.json`` once the files are synced, before the
-checkpoint moves): the saved files hold every unit below it, so a start that finds less knows that queue files were lost (deleted inside a
-partition's directory, or cut short), and recovery rebuilds that partition from the
-CommitLog instead of giving its next batch an offset that was already given.
+checkpoint moves). The files hold every unit below a saved end, so a start that finds less
+knows that queue files were lost (deleted inside a partition's directory, or cut short), and
+recovery rebuilds that partition from the CommitLog instead of giving its next batch an
+offset that was already given.
 """
 from __future__ import annotations
 
