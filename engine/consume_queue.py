@@ -238,7 +238,7 @@ class ConsumeQueue:
         if offset >= pending_from:
             count = max(0, min(count, self.max_offset - offset))
             at = (offset - pending_from) * UNIT_SIZE
-            return bytes(self.pending[at : at + count * UNIT_SIZE])
+            return bytes(memoryview(self.pending)[at : at + count * UNIT_SIZE])  # one copy
         index, at = divmod(offset * UNIT_SIZE, self.file_bytes)
         count = min(count, pending_from - offset, (self.file_bytes - at) // UNIT_SIZE)
         return self._file(index).pread(at, count * UNIT_SIZE)

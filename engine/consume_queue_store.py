@@ -52,13 +52,16 @@ class ConsumeQueueStore:
     def _load(self, topic: str, partition: int) -> ConsumeQueue:
         if partition < 0:
             raise ValueError(f"{topic}: no partition {partition}")
-        queue = ConsumeQueue(topic, partition, self.paths.consumequeue_dir(topic, partition),
-                             self.entries_per_file, self.handles)
+        queue = self._queue_object(topic, partition)
         queue.load()
         slots = self._queues.setdefault(topic, [])
         slots.extend([None] * (partition + 1 - len(slots)))
         slots[partition] = queue
         return queue
+
+    def _queue_object(self, topic: str, partition: int) -> ConsumeQueue:
+        return ConsumeQueue(topic, partition, self.paths.consumequeue_dir(topic, partition),
+                            self.entries_per_file, self.handles)
 
     def loaded(self) -> Iterator[ConsumeQueue]:
         return iter([queue for slots in self._queues.values() for queue in slots
@@ -119,9 +122,7 @@ class ConsumeQueueStore:
 
     def verify(self, topic: str, partition: int) -> None:
         """``ConsumeQueue.verify`` against the recorded end, without loading the queue."""
-        queue = ConsumeQueue(topic, partition, self.paths.consumequeue_dir(topic, partition),
-                             self.entries_per_file, self.handles)
-        queue.verify(self.recorded_end(topic, partition))
+        self._queue_object(topic, partition).verify(self.recorded_end(topic, partition))
 
     def ends_table(self) -> Ends:
         """A copy of the ends noted by the last drains, to save once the files are synced."""
@@ -161,7 +162,9 @@ class ConsumeQueueStore:
         self.ends.pop(topic, None)
         shutil.rmtree(self.paths.consumequeue_topic_dir(topic), ignore_errors=True)
 
-    def close(self) -> None:
-        self.drain()
+    def close(self) -> bool:
+        """Drain, sync and close every queue; False if some units could not be written."""
+        drained = self.drain()
         self.handles.close_all()
         self._queues.clear()
+        return drained

@@ -97,16 +97,15 @@ class MessageStore:
         await self.flush_service.stop()
         self.index.stop()
         await self.consumequeue_flush_service.stop()
-        drained = self.queues.drain()  # done by the final flush unless that failed
+        # Writes what the final flush could not, then syncs and closes the queue files, which
+        # the ends and the checkpoint below count on.
+        drained = self.queues.close()
         value = self.checkpoint.value
         value.commitlog_flushed = self.commit_log.flush()
         if drained:
-            ends = self.queues.ends_table()
-            self.queues.handles.close_all()  # syncs the files the ends count on
-            self.queues.save_ends(ends)
+            self.queues.save_ends(self.queues.ends_table())
             value.consumequeue_flushed = self.dispatcher.dispatched_offset
         self.checkpoint.save()
-        self.queues.close()
         self.commit_log.queue.close()
         self._allocator.shutdown()
         if drained:
