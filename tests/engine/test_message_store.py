@@ -23,6 +23,14 @@ async def _reopened(tmp_path):
         await store.close()
 
 
+async def _fill(tmp_path, *, partitions, batches):
+    """Topic t with ``batches`` one-record batches b"0", b"1", ... round robin, then closed."""
+    async with open_store(tmp_path) as store:
+        store.create_topic("t", partitions)
+        for i in range(batches):
+            _append(store, "t", i % partitions, [b"%d" % i])
+
+
 def _values(store, topic, partition):
     return [r.value for buf in store.read(topic, partition, 0, 1 << 30).buffers
             for r in decode_records(buf)]
@@ -228,12 +236,7 @@ def test_reopen_keeps_offsets_and_data(tmp_path, run):
 @pytest.mark.parametrize("clean", [True, False], ids=["clean", "unclean"])
 @pytest.mark.parametrize("lost", ["the directory", "every file", "the last file"])
 def test_lost_consumequeue_files_are_rebuilt_from_the_commitlog(tmp_path, run, clean, lost):
-    async def first():
-        async with open_store(tmp_path) as store:
-            store.create_topic("t", 2)
-            for i in range(120):
-                _append(store, "t", i % 2, [b"%d" % i])
-    run(first())
+    run(_fill(tmp_path, partitions=2, batches=120))
     directory = tmp_path / "data" / "consumequeue" / "t" / "1"
     files = sorted(directory.iterdir())
     assert len(files) == 2  # 60 units, 50 a file
@@ -256,12 +259,7 @@ def test_lost_consumequeue_files_are_rebuilt_from_the_commitlog(tmp_path, run, c
 
 
 def test_a_queue_missing_a_middle_file_is_rebuilt_at_a_clean_start(tmp_path, run):
-    async def first():
-        async with open_store(tmp_path) as store:
-            store.create_topic("t", 1)
-            for i in range(120):
-                _append(store, "t", 0, [b"%d" % i])
-    run(first())
+    run(_fill(tmp_path, partitions=1, batches=120))
     files = sorted((tmp_path / "data" / "consumequeue" / "t" / "0").iterdir())
     assert len(files) == 3
     files[1].unlink()
