@@ -9,7 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from bench.store import RAW, partitions_name, summarize
+from bench.store import (
+    MAX_REDOS,
+    RAW,
+    Sample,
+    free_page_reports,
+    partitions_name,
+    summarize,
+    undisturbed,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 MEASUREMENTS = [
@@ -36,9 +44,49 @@ def test_bench_store_prints_every_measurement(tmp_path: Path) -> None:
 def test_ratios_compare_best_rounds_and_show_the_rounds_own_ratios() -> None:
     fast = "ASYNC_FLUSH append, 64 KiB batches"
     one, many = partitions_name(1), partitions_name(10_000)
-    report = summarize({RAW: [1000.0, 4000.0, 2000.0], fast: [500.0, 1000.0, 1200.0],
-                        one: [100.0, 400.0, 200.0], many: [90.0, 200.0, 190.0]})
+    report = summarize({RAW: _samples(1000, 4000, 2000), fast: _samples(500, 1000, 1200),
+                        one: _samples(100, 400, 200), many: _samples(90, 200, 190)})
     rows = {figure.name: figure for figure in report.figures}
     assert rows[fast].ratio == "30% of raw" and rows[fast].mb_per_s == 1200.0  # 1200 / 4000
     assert "ratio per round 25%-60%" in rows[fast].note
     assert rows[many].ratio == "50% of 1 partition" and rows[one].ratio == ""  # 200 / 400
+
+
+def _samples(*speeds: float) -> list[Sample]:
+    return [Sample(speed) for speed in speeds]
+
+
+def test_a_round_still_disturbed_counts_only_when_every_round_is() -> None:
+    one, many = partitions_name(1), partitions_name(10_000)
+    report = summarize({
+        RAW: _samples(1000), one: [Sample(900, disturbed=True, redos=2), Sample(400, redos=1)],
+        many: [Sample(300, disturbed=True, redos=2), Sample(200, disturbed=True, redos=2)]})
+    rows = {figure.name: figure for figure in report.figures}
+    assert rows[one].mb_per_s == 400 and "3 runs again (memory reported)" in rows[one].note
+    assert rows[many].mb_per_s == 300 and rows[many].ratio == "75% of 1 partition"
+    assert "rounds 200-300" in rows[many].note and "ratio per round 33%-50%" in rows[many].note
+
+
+def test_a_disturbed_window_is_run_again_a_bounded_number_of_times() -> None:
+    runs: list[int] = []
+
+    def step(disturbed_runs: int) -> Sample:
+        runs.append(1)
+        return Sample(100.0, disturbed=len(runs) <= disturbed_runs)
+
+    assert undisturbed(lambda: step(1)).redos == 1 and len(runs) == 2
+    runs.clear()
+    last = undisturbed(lambda: step(99))
+    assert last.disturbed and last.redos == MAX_REDOS and len(runs) == MAX_REDOS + 1
+
+
+def test_free_page_reports_sum_the_reporting_queue_over_cpus(tmp_path: Path) -> None:
+    table = tmp_path / "interrupts"
+    table.write_text(
+        "           CPU0       CPU1\n"
+        " 31:          0       1760 PCI-MSIX-0000:00:01.0   3-edge      virtio0-stats\n"
+        " 32:       3678         12 PCI-MSIX-0000:00:01.0   4-edge      virtio0-reporting_vq\n")
+    assert free_page_reports(table) == 3690
+    table.write_text("           CPU0\n 24:          1  IO-APIC   5-edge      ACPI:Ged\n")
+    assert free_page_reports(table) is None
+    assert free_page_reports(tmp_path / "absent") is None
