@@ -1,8 +1,9 @@
 """Build the C helpers; everything else lives in pyproject.toml.
 
-Both extensions are optional: without a C compiler the install still succeeds,
-``protocol.record_batch`` falls back to aiokafka's compiled record reader and the IndexBuilder
-walks the CommitLog in Python (correct, slower).
+The extensions are optional: without a C compiler the install still succeeds,
+``protocol.record_batch`` falls back to aiokafka's compiled record reader, the IndexBuilder
+walks the CommitLog in Python and ConsumeQueue units are packed by engine/queue_core.py
+(correct, slower).
 """
 from setuptools import Extension, setup
 
@@ -13,4 +14,5 @@ setup(ext_modules=[
               depends=["engine/body_scanner.h"], optional=True),
     Extension("engine._commit_log", ["engine/_commit_log.c"], include_dirs=INCLUDE,
               depends=["engine/body_scanner.h"], optional=True),
+    Extension("engine._queue_core", ["engine/_queue_core.c"], optional=True),
 ])

@@ -41,17 +41,22 @@ from engine.file_handle_cache import FileHandleCache
 from engine.mapped_file import MappedFile
 from engine.mapped_file_queue import StoreDamaged, segment_starts
 from engine.paths import offset_file_name
+from engine.queue_core import CQ_UNIT, NO_TIMESTAMP, UNIT_SIZE
+
+try:
+    from engine._queue_core import QueueCore
+except ImportError:  # installed without a C compiler: the same in Python
+    from engine.queue_core import QueueCore
 
 log = logging.getLogger(__name__)
 
-CQ_UNIT = struct.Struct(">qiq")  # phyOffset, size, tagsCode
-UNIT_SIZE = CQ_UNIT.size
-NO_TIMESTAMP = -1
+__all__ = ["CQ_UNIT", "NO_TIMESTAMP", "UNIT_SIZE", "ConsumeQueue", "UnitReader"]
+
 PENDING_BYTES = 8192  # two pages of units: written out when this many have gathered
 PENDING_CAPACITY = PENDING_BYTES + 4096  # a batch of up to 204 records fits without a new buffer
 
 
-class ConsumeQueue:
+class ConsumeQueue(QueueCore):
     __slots__ = (
         "_handles",
         "_key",
@@ -59,15 +64,9 @@ class ConsumeQueue:
         "entries_per_file",
         "file_bytes",
         "file_indexes",
-        "last_tags",
-        "max_offset",
-        "max_phy_end",
-        "min_offset",
         "partition",
-        "pending",
-        "pending_from",
         "topic",
-    )  # see MappedFile.__slots__
+    )  # see MappedFile.__slots__; the offsets and pending units are QueueCore's
 
     def __init__(self, topic: str, partition: int, directory: Path, entries_per_file: int,
                  handles: FileHandleCache) -> None:
@@ -85,6 +84,7 @@ class ConsumeQueue:
         self.max_phy_end = 0  # end of the last batch's CommitLog entry
         self.pending = bytearray()  # starts with the units from pending_from to max_offset
         self.pending_from = 0  # == max_offset when nothing is pending
+        self.pending_limit = PENDING_BYTES  # put() drains at this many pending bytes
 
     def __repr__(self) -> str:
         return f"ConsumeQueue({self.topic}-{self.partition})"
@@ -165,29 +165,6 @@ class ConsumeQueue:
     @property
     def pending_units(self) -> int:
         return self.max_offset - self.pending_from
-
-    def put(self, queue_offset: int, count: int, phy: int, size: int, timestamp: int) -> None:
-        """Add ``count`` identical units for a batch at its base offset (to ``pending``)."""
-        if queue_offset != self.max_offset:  # a replayed batch over a gap
-            self.drain()
-            self.pending_from = queue_offset
-        at = (queue_offset - self.pending_from) * UNIT_SIZE
-        if not at:
-            self._start_pending(queue_offset)
-        tags = self.last_tags
-        if timestamp > tags:
-            self.last_tags = tags = timestamp
-        units = CQ_UNIT.pack(phy, size, tags) * count
-        end = at + len(units)
-        pending = self.pending
-        if end <= len(pending):
-            pending[at:end] = units  # same length: a copy, no realloc
-        else:  # a new buffer, never a resize: a drain's view of the old one may outlive it
-            self.pending = pending[:at] + units
-        self.max_offset = queue_offset + count
-        self.max_phy_end = phy + size
-        if end >= PENDING_BYTES:
-            self.drain()
 
     def _start_pending(self, queue_offset: int) -> None:
         if not self.file_indexes:
