@@ -47,7 +47,7 @@ PARTITION_BATCH = 16 * 1024
 # 16 batches of 16 records give each of the most partitions 5 KiB of ConsumeQueue units, all
 # written inside the window (see the module doc).
 DEFAULT_PARTITION_VOLUME_MB = 16 * max(PARTITION_COUNTS) * PARTITION_BATCH // MIB
-MAX_REDOS = 2  # re-runs of a disturbed timed part (see Window), per step and round
+MAX_REDOS = 3  # re-runs of a disturbed timed part (see Window), per step and round
 REPORTING_QUEUE = "reporting_vq"  # virtio-balloon's free page reporting, in /proc/interrupts
 
 
@@ -93,7 +93,8 @@ def back_memory(directory: Path, volume: int) -> None:
     1,100-2,200 MB/s, the same write right after this 4,970-6,050 (six pairs). The page cache
     takes its folios from the free lists of their own size, so anonymous memory (what this did
     before) no longer backed them once those lists held reported pages. Called just before
-    every timed part, it makes every step start from the same kind of memory."""
+    every timed part, it makes every step start from the same kind of memory (see Window
+    for what it cannot rule out)."""
     path = directory / "page-cache-backing"
     chunk = bytes(BACKING_CHUNK)
     with open(path, "wb", buffering=0) as fh:
@@ -120,7 +121,12 @@ class Window:
     window host-discarded pages, each first touch faulting in the host: such windows ran
     1,050-1,290 MB/s where the others of the same step ran 1,460-1,710 (16 KiB appends,
     2,500 MiB windows, 20 of them), whatever the partition count. The pass that back_memory's
-    own freeing starts comes about 1.9 s after it, past the end of most windows."""
+    own freeing starts comes about 1.9 s after it, past the end of most windows, if no pass
+    was due sooner; but passes started by what was freed before (earlier steps, and what the
+    kernel frees during back_memory's write) come every 2 s, in some stretches disturbing
+    every run of a step. Waiting for them to stop before back_memory, or deleting its file
+    right after a pass, made it no better (measured, not kept): a disturbed window is run
+    again instead, and the report says how often."""
     started: float = field(default_factory=time.perf_counter)
     reports: int | None = field(default_factory=free_page_reports)
 
