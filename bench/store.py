@@ -119,8 +119,8 @@ class Window:
     memory, the kernel reports a share of it to the host (free page reporting), taking first
     the pages freed last: back_memory's. A pass inside the window hands the rest of the
     window host-discarded pages, each first touch faulting in the host: such windows ran
-    1,050-1,290 MB/s where the others of the same step ran 1,460-1,710 (16 KiB appends,
-    2,500 MiB windows, 20 of them), whatever the partition count. The pass that back_memory's
+    1,030-1,290 MB/s where the others of the same steps ran 1,460-1,730 (16 KiB appends,
+    2,500 MiB windows), whatever the partition count. The pass that back_memory's
     own freeing starts comes about 1.9 s after it, past the end of most windows, if no pass
     was due sooner; but passes started by what was freed before (earlier steps, and what the
     kernel frees during back_memory's write) come every 2 s, in some stretches disturbing

@@ -50,8 +50,6 @@ except ImportError:  # installed without a C compiler: the same in Python
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CQ_UNIT", "NO_TIMESTAMP", "UNIT_SIZE", "ConsumeQueue", "UnitReader"]
-
 PENDING_BYTES = 8192  # two pages of units: written out when this many have gathered
 PENDING_CAPACITY = PENDING_BYTES + 4096  # a batch of up to 204 records fits without a new buffer
 
