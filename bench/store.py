@@ -332,7 +332,7 @@ def summarize(samples: Samples) -> Report:
             base, label = RATIOS[name]
             base_best = report.get(base)
             per_round = [a / b.mb_per_s for a, b in zip(speeds, samples[base])]
-            ratio = f"{best.mb_per_s / base_best:.0%} {label}"
+            ratio = f"{best.mb_per_s / base_best:.1%} {label}"
             notes.append(f"ratio per round {min(per_round):.0%}-{max(per_round):.0%}")
         if best.extra is not None:
             notes.insert(0, f"{best.extra:.1f} appends per fsync" if "SYNC" in name
