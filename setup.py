@@ -7,12 +7,13 @@ walks the CommitLog in Python and ConsumeQueue units are packed by engine/queue_
 """
 from setuptools import Extension, setup
 
-INCLUDE = ["."]  # engine/body_scanner.h, the interface between the two
+INCLUDE = ["."]  # engine/body_scanner.h (the interface between the first two), big_endian.h
 
 setup(ext_modules=[
     Extension("protocol._record_keys", ["protocol/_record_keys.c"], include_dirs=INCLUDE,
               depends=["engine/body_scanner.h"], optional=True),
     Extension("engine._commit_log", ["engine/_commit_log.c"], include_dirs=INCLUDE,
-              depends=["engine/body_scanner.h"], optional=True),
-    Extension("engine._queue_core", ["engine/_queue_core.c"], optional=True),
+              depends=["engine/body_scanner.h", "engine/big_endian.h"], optional=True),
+    Extension("engine._queue_core", ["engine/_queue_core.c"], include_dirs=INCLUDE,
+              depends=["engine/big_endian.h"], optional=True),
 ])

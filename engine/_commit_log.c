@@ -21,6 +21,7 @@
 #include <sys/uio.h>
 #include <time.h>
 
+#include "engine/big_endian.h"
 #include "engine/body_scanner.h"
 
 #define MESSAGE_MAGIC 0x43474D31u
@@ -52,20 +53,6 @@ typedef struct {
     Found *items;
     Py_ssize_t count, capacity;
 } FoundList;
-
-static uint64_t be(const uint8_t *p, int bytes)
-{
-    uint64_t value = 0;
-    for (int i = 0; i < bytes; i++)
-        value = value << 8 | p[i];
-    return value;
-}
-
-static void put_be(uint8_t *p, uint64_t value, int bytes)
-{
-    for (int i = bytes - 1; i >= 0; i--, value >>= 8)
-        p[i] = (uint8_t)value;
-}
 
 /* The integer arguments of write_entry, in order after its buffers (see its comment). */
 enum { W_FD, W_POS, W_LIMIT, W_PHY, W_CRC, W_PARTITION, W_COUNT, W_QUEUE_OFFSET, W_SYS_FLAG,

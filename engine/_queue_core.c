@@ -16,6 +16,8 @@
 #include <string.h>
 #include "structmember.h"
 
+#include "engine/big_endian.h"
+
 #define UNIT_SIZE 20
 
 typedef struct {
@@ -24,12 +26,6 @@ typedef struct {
     Py_ssize_t pending_limit;
     PyObject *pending; /* a bytearray: its first (max_offset - pending_from) units */
 } QueueCore;
-
-static void put_be(uint8_t *p, uint64_t value, int bytes)
-{
-    for (int i = bytes - 1; i >= 0; i--, value >>= 8)
-        p[i] = (uint8_t)value;
-}
 
 static int call_method(QueueCore *self, const char *name, PyObject *arg)
 {
