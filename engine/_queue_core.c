@@ -8,12 +8,17 @@
  * straight into the pending buffer (a bytearray, so Python code reads and writes it as before).
  * Drains and the start of a pending run stay in Python: put() calls the queue's drain() and
  * _start_pending() methods, a few times per PENDING_BYTES of units.
+ *
+ * pwrite_all() is QueueWriter's loop over many queues' writes (engine/queue_writer.py, the same
+ * in Python there): all of them with the GIL released, so that two threads write in parallel.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 #include "structmember.h"
 
 #include "engine/big_endian.h"
@@ -153,6 +158,101 @@ static void dealloc(QueueCore *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* One write as MappedFile.write_at makes it: a short write means a full disk. */
+static int write_whole(int fd, const char *data, Py_ssize_t length, long long offset)
+{
+    ssize_t done;
+    do {
+        done = pwrite(fd, data, (size_t)length, (off_t)offset);
+    } while (done < 0 && errno == EINTR);
+    if (done < 0)
+        return errno;
+    return done == length ? 0 : ENOSPC;
+}
+
+typedef struct {
+    int fd;
+    long long offset;
+    Py_buffer data;
+} Write;
+
+static int write_args(PyObject *fds, PyObject *buffers, PyObject *offsets, Py_ssize_t i,
+                      Write *write)
+{
+    long fd = PyLong_AsLong(PySequence_Fast_GET_ITEM(fds, i));
+    if (fd == -1 && PyErr_Occurred())
+        return -1;
+    write->offset = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(offsets, i));
+    if (write->offset == -1 && PyErr_Occurred())
+        return -1;
+    if (fd < INT32_MIN || fd > INT32_MAX) { /* as os.pwritev; a bad one fails in pwrite */
+        PyErr_Format(PyExc_OverflowError, "write %zd: descriptor %ld out of range", i, fd);
+        return -1;
+    }
+    write->fd = (int)fd;
+    return PyObject_GetBuffer(PySequence_Fast_GET_ITEM(buffers, i), &write->data, PyBUF_SIMPLE);
+}
+
+/* pwrite_all(fds, buffers, offsets): write each buffer at its offset of its descriptor, without
+ * the GIL; a list of each write's errno (0: written whole). */
+static PyObject *pwrite_all(PyObject *module, PyObject *args)
+{
+    PyObject *fds_arg, *buffers_arg, *offsets_arg, *result = NULL;
+    if (!PyArg_ParseTuple(args, "OOO:pwrite_all", &fds_arg, &buffers_arg, &offsets_arg))
+        return NULL;
+    PyObject *fds = PySequence_Fast(fds_arg, "fds must be a sequence");
+    PyObject *buffers = PySequence_Fast(buffers_arg, "buffers must be a sequence");
+    PyObject *offsets = PySequence_Fast(offsets_arg, "offsets must be a sequence");
+    Write *writes = NULL;
+    int *errors = NULL;
+    Py_ssize_t n = 0, ready = 0;
+    if (fds == NULL || buffers == NULL || offsets == NULL)
+        goto done;
+    n = PySequence_Fast_GET_SIZE(fds);
+    if (PySequence_Fast_GET_SIZE(buffers) != n || PySequence_Fast_GET_SIZE(offsets) != n) {
+        PyErr_SetString(PyExc_ValueError, "fds, buffers and offsets differ in length");
+        goto done;
+    }
+    writes = PyMem_Calloc((size_t)n + 1, sizeof(Write));
+    errors = PyMem_Calloc((size_t)n + 1, sizeof(int));
+    if (writes == NULL || errors == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (; ready < n; ready++)
+        if (write_args(fds, buffers, offsets, ready, &writes[ready]) < 0)
+            goto done;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++)
+        errors[i] = write_whole(writes[i].fd, writes[i].data.buf, writes[i].data.len,
+                                writes[i].offset);
+    Py_END_ALLOW_THREADS
+    result = PyList_New(n);
+    for (Py_ssize_t i = 0; result != NULL && i < n; i++) {
+        PyObject *error = PyLong_FromLong(errors[i]);
+        if (error == NULL)
+            Py_CLEAR(result);
+        else
+            PyList_SET_ITEM(result, i, error);
+    }
+done:
+    for (Py_ssize_t i = 0; i < ready; i++)
+        PyBuffer_Release(&writes[i].data);
+    PyMem_Free(writes);
+    PyMem_Free(errors);
+    Py_XDECREF(fds);
+    Py_XDECREF(buffers);
+    Py_XDECREF(offsets);
+    return result;
+}
+
+static PyMethodDef module_methods[] = {
+    {"pwrite_all", pwrite_all, METH_VARARGS,
+     "pwrite_all(fds, buffers, offsets): write each buffer at its offset of its descriptor, "
+     "all without the GIL; each write's errno (0: written whole, ENOSPC: short)"},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyMethodDef queue_methods[] = {
     {"put", (PyCFunction)(void (*)(void))put, METH_FASTCALL | METH_KEYWORDS,
      "put(queue_offset, count, phy, size, timestamp): count identical units for a batch at "
@@ -189,7 +289,8 @@ static PyTypeObject QueueCoreType = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "engine._queue_core",
-    "QueueCore: a ConsumeQueue's offsets and pending units, packed by put() in C.", -1, NULL,
+    "QueueCore: a ConsumeQueue's offsets and pending units, packed by put() in C; pwrite_all "
+    "for the QueueWriter.", -1, module_methods,
 };
 
 PyMODINIT_FUNC PyInit__queue_core(void)

@@ -42,6 +42,7 @@ from engine.mapped_file import MappedFile
 from engine.mapped_file_queue import StoreDamaged, segment_starts
 from engine.paths import offset_file_name
 from engine.queue_core import CQ_UNIT, NO_TIMESTAMP, UNIT_SIZE
+from engine.queue_writer import UnitWrite
 
 try:
     from engine._queue_core import QueueCore
@@ -174,30 +175,51 @@ class ConsumeQueue(QueueCore):
         """Write the pending units; on an OSError they stay pending (and readable).
         ``release_idle``: with nothing pending, give the buffer back (the thorough flush round:
         a partition that was used since the last round almost always has units pending)."""
-        length = (self.max_offset - self.pending_from) * UNIT_SIZE
-        if not length:
+        writes = self.pending_writes()
+        if not writes:
             if release_idle:
-                self.pending = bytearray()
+                self.release_buffer()
             return
+        try:
+            for write in writes:
+                write.run()
+                if write.error is not None:
+                    raise write.error
+        finally:
+            self._handles.unpin(write.file for write in writes)
+        self.mark_written(writes)
+
+    def pending_writes(self) -> list[UnitWrite]:
+        """The writes that put the pending units in the files (created as needed), one per
+        file they reach, to run now (``drain``) or beside other queues' (QueueWriter); then
+        ``mark_written``, and unpin their files. Nothing may be put in between."""
+        length = (self.max_offset - self.pending_from) * UNIT_SIZE
         data = memoryview(self.pending)[:length]
         index, at = divmod(self.pending_from * UNIT_SIZE, self.file_bytes)
-        if at + length <= self.file_bytes:  # the usual case: they fit the file
-            self._write(index, at, data)
-        else:
-            self._write_across(index, at, data)
+        writes: list[UnitWrite] = []
+        try:
+            while data:
+                chunk = data[: self.file_bytes - at]  # the usual case: all of them fit the file
+                mapped = self._file(index, create=True)
+                self._handles.pinned.add(mapped)  # opening the next file must not close it
+                writes.append(UnitWrite(mapped, at, chunk))
+                data = data[len(chunk):]
+                index, at = index + 1, 0
+        except BaseException:
+            self._handles.unpin(write.file for write in writes)
+            raise
+        return writes
+
+    def mark_written(self, writes: list[UnitWrite]) -> None:
+        """The units of ``pending_writes`` are in the files: they are pending no more."""
+        for write in writes:
+            write.file.wrote_position = max(write.file.wrote_position,
+                                            write.at + len(write.data))
         self.pending_from = self.max_offset
 
-    def _write_across(self, index: int, at: int, data: memoryview) -> None:
-        while data:
-            chunk = data[: self.file_bytes - at]
-            self._write(index, at, chunk)
-            data = data[len(chunk):]
-            index, at = index + 1, 0
-
-    def _write(self, index: int, at: int, chunk: bytes | memoryview) -> None:
-        mapped = self._file(index, create=True)
-        mapped.write_at(at, (chunk,), len(chunk))
-        mapped.wrote_position = max(mapped.wrote_position, at + len(chunk))
+    def release_buffer(self) -> None:
+        """Give back the pending buffer of a queue with nothing pending (idle)."""
+        self.pending = bytearray()
 
     def get(self, offset: int) -> tuple[int, int, int]:
         """(phyOffset, size, tagsCode) of ``offset``; size 0 marks a hole."""

@@ -6,6 +6,8 @@ the cache stays under RLIMIT_NOFILE. A file evicted with unflushed bytes is hand
 ConsumeQueue flush service (``retired``), which syncs and closes it off the event loop; when
 evictions outrun that service and the retired share of the budget is full, the evicted file
 is synced and closed at once instead.
+Files a QueueWriter run is writing are pinned: evicted meanwhile, they are retired too, never
+closed under the writing threads.
 Which files are dirty is read from their own written and flushed positions when the flush
 service asks, once a round, not recorded by every append: with 10,000 partitions, adding the
 file to a set on every append cost a cache miss each time.
@@ -15,7 +17,7 @@ from __future__ import annotations
 import logging
 import resource
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 
 from engine.mapped_file import MappedFile
 
@@ -42,6 +44,7 @@ class FileHandleCache:
         # Keyed by (queue directory, file index): cheaper to hash on every append than a Path.
         self._open: OrderedDict[Hashable, MappedFile] = OrderedDict()
         self.flushing: set[MappedFile] = set()  # being synced on a worker thread: do not close
+        self.pinned: set[MappedFile] = set()  # written by a QueueWriter run: do not close
         self.retired: list[MappedFile] = []
 
     def get(self, key: Hashable, opener: Callable[[], MappedFile]) -> MappedFile:
@@ -59,6 +62,10 @@ class FileHandleCache:
     def dirty(self) -> list[MappedFile]:
         """Open files with bytes written since their last sync."""
         return [mapped for mapped in self._open.values() if _unflushed(mapped)]
+
+    def unpin(self, files: Iterable[MappedFile]) -> None:
+        """Files a QueueWriter run is done with; one evicted meanwhile waits in ``retired``."""
+        self.pinned.difference_update(files)
 
     def forget(self, key: Hashable) -> MappedFile | None:
         """Drop a file that is being deleted; the caller destroys it."""
@@ -88,7 +95,7 @@ class FileHandleCache:
         self.retired = []
 
     def _evict(self, mapped: MappedFile) -> None:
-        if mapped in self.flushing:  # a worker thread syncs it now: it closes after
+        if mapped in self.flushing or mapped in self.pinned:  # in use: it closes after
             self.retired.append(mapped)
         elif not _unflushed(mapped):
             mapped.close()

@@ -3,6 +3,10 @@ the store of all queues."""
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
+import threading
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -18,8 +22,11 @@ from engine.consume_queue import (
 )
 from engine.consume_queue_store import ConsumeQueueStore
 from engine.file_handle_cache import FileHandleCache
+from engine.mapped_file import MappedFile
 from engine.mapped_file_queue import StoreDamaged
 from engine.paths import StorePaths, offset_file_name
+from engine import queue_writer
+from engine.queue_writer import PARALLEL_FROM
 
 
 def _queue(tmp_path, per_file=10, capacity=16) -> ConsumeQueue:
@@ -216,7 +223,7 @@ def test_a_failed_drain_keeps_the_units_pending_and_readable(tmp_path, monkeypat
 
     def full_disk(*_args):
         raise OSError(28, "No space left on device")
-    monkeypatch.setattr(ConsumeQueue, "_write", full_disk)  # the real case: test_disk_full
+    monkeypatch.setattr(MappedFile, "write_at", full_disk)  # the real case: test_disk_full
     with pytest.raises(OSError):
         queue.drain()
     assert queue.get(1) == (0, 10, 1) and queue.pending_units == 2
@@ -259,7 +266,7 @@ def test_a_gradual_drain_lets_the_loop_run_and_notes_each_queue_end(tmp_path):
 
     async def body():
         task = asyncio.create_task(meanwhile())
-        assert await store.drain_gradually(slice_s=0)  # a turn after every queue
+        assert await store.drain_gradually(slice_s=0, batch=1)  # a turn after every queue
         task.cancel()
 
     asyncio.run(body())
@@ -268,3 +275,41 @@ def test_a_gradual_drain_lets_the_loop_run_and_notes_each_queue_end(tmp_path):
     assert turns[:4] == [11, 9, 4, 0]
     assert store.ends_table() == {"t": [1, 2, 3, 4]}  # none for the deleted topic
     assert [store.get("t", p).pending_units for p in range(4)] == [0, 0, 0, 0]
+
+
+def test_a_store_drain_writes_many_queues_on_two_threads_and_keeps_failed_ones_pending(
+        tmp_path, monkeypatch):
+    """Past PARALLEL_FROM writes a batch runs on two threads; units crossing a file boundary
+    make two writes, files evicted by the small cache stay open until written, and a write
+    that fails leaves its queue's units pending (and readable) while the rest are written."""
+    store = ConsumeQueueStore(StorePaths(tmp_path), 10, FileHandleCache(8))
+    for partition in range(3 * PARALLEL_FROM):
+        queue = store.get("t", partition)
+        queue.put(0, 8, phy=partition * 100, size=100, timestamp=partition)
+        queue.drain()
+        queue.put(8, 5, phy=partition * 100 + 100, size=50, timestamp=partition)  # 8..12
+    pwrite_all, failing = queue_writer.pwrite_all, store.get("t", 5).directory
+
+    def full_disk_for_one_queue(fds, buffers, offsets):
+        errors = pwrite_all(fds, buffers, offsets)
+        paths = [os.readlink(f"/proc/self/fd/{fd}") for fd in fds]
+        return [errno.ENOSPC if Path(path).parent == failing else error
+                for path, error in zip(paths, errors)]
+    monkeypatch.setattr(queue_writer, "pwrite_all", full_disk_for_one_queue)
+    helpers_before = threading.active_count()
+    assert not store.drain()
+    assert threading.active_count() == helpers_before + 1  # the writer's helper thread
+    assert store.get("t", 5).pending_units == 5 and store.get("t", 5).get(12) == (600, 50, 5)
+    assert store.ends_table()["t"][4:7] == [13, 0, 13]
+    assert store.handles.pinned == set()
+    monkeypatch.undo()
+    assert store.drain() and store.ends_table()["t"][5] == 13
+    assert store.close()
+    reopened = ConsumeQueueStore(StorePaths(tmp_path), 10, FileHandleCache(8))
+    for partition in range(3 * PARALLEL_FROM):
+        queue = reopened.get("t", partition)
+        assert (queue.min_offset, queue.max_offset) == (0, 13)
+        assert queue.units(3, 7) == CQ_UNIT.pack(partition * 100, 100, partition) + \
+            CQ_UNIT.pack(partition * 100 + 100, 50, partition) * 2
+        assert queue.units(10, 10) == CQ_UNIT.pack(partition * 100 + 100, 50, partition) * 3
+    reopened.close()

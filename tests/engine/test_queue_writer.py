@@ -1,0 +1,71 @@
+"""QueueWriter: many queues' writes on two threads; pwrite_all in C and in Python alike."""
+from __future__ import annotations
+
+import errno
+import os
+
+import pytest
+
+from engine import queue_writer
+from engine.mapped_file import MappedFile
+from engine.queue_writer import PARALLEL_FROM, QueueWriter, UnitWrite
+
+try:
+    from engine._queue_core import pwrite_all as c_pwrite_all
+except ImportError:  # installed without a C compiler: the Python one is the one in use
+    c_pwrite_all = None
+WRITERS = [
+    pytest.param(c_pwrite_all, id="C", marks=pytest.mark.skipif(
+        c_pwrite_all is None, reason="engine._queue_core was not built")),
+    pytest.param(queue_writer._pwrite_all, id="Python"),
+]
+
+
+@pytest.mark.parametrize("pwrite_all", WRITERS)
+def test_pwrite_all_writes_each_buffer_and_reports_each_errno(tmp_path, pwrite_all):
+    path = tmp_path / "f"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    read_only = os.open(path, os.O_RDONLY)
+    closed = os.open(path, os.O_RDONLY)
+    os.close(closed)
+    try:
+        errors = pwrite_all([fd, read_only, fd, closed, fd, fd],
+                            [b"abc", b"zz", bytearray(b"de"), b"zz", memoryview(b"xfgx")[1:3], b"zz"],
+                            [0, 0, 5, 0, 8, -1])
+        assert errors == [0, errno.EBADF, 0, errno.EBADF, 0, errno.EINVAL]
+        assert path.read_bytes() == b"abc\0\0de\0fg"
+        assert pwrite_all([], [], []) == []
+        with pytest.raises(ValueError):
+            pwrite_all([fd], [b"a", b"b"], [0])
+        with pytest.raises(OverflowError):
+            pwrite_all([2**40], [b"a"], [0])
+        with pytest.raises(TypeError):
+            pwrite_all([fd], ["not bytes"], [0])
+    finally:
+        os.close(fd)
+        os.close(read_only)
+
+
+@pytest.mark.parametrize("count", [PARALLEL_FROM - 1, 4 * PARALLEL_FROM])
+def test_a_run_writes_every_queue_in_order_and_stops_a_queue_at_its_failure(tmp_path, count):
+    """Below PARALLEL_FROM on the calling thread, above it half the queues on the helper
+    thread. Queue 0 makes two writes; queue 1's first write fails (a descriptor gone), so its
+    second is not made (it would leave a hole); the other queues are written."""
+    files = [MappedFile(tmp_path / f"{i:04d}", 0, 4096, create=True, reserve=False)
+             for i in range(count)]
+    writes = [UnitWrite(mapped, 7 * i, memoryview(bytes([i % 256]) * (i + 1)))
+              for i, mapped in enumerate(files)]
+    os.close(files[2]._fd)
+    files[2]._fd = os.open(os.devnull, os.O_RDONLY)
+    queues = [writes[:2], writes[2:4]] + [[write] for write in writes[4:]]
+    writer = QueueWriter()
+    try:
+        writer.run(queues)
+    finally:
+        writer.close()
+    assert [i for i, write in enumerate(writes) if write.error is not None] == [2]
+    assert writes[2].error.errno == errno.EBADF and "0002" in str(writes[2].error)
+    for i, mapped in enumerate(files):
+        expected = bytes(i + 1) if i in (2, 3) else bytes([i % 256]) * (i + 1)
+        assert mapped.path.read_bytes()[7 * i : 8 * i + 1] == expected, i
+        mapped.close()
