@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import shutil
 import time
 from collections.abc import Iterator
@@ -80,33 +81,43 @@ class ConsumeQueueStore:
         of the queues with none (see ConsumeQueue); False (logged) if some units could not be
         written."""
         queues = list(self.loaded())
-        drained = True
-        for start in range(0, len(queues), DRAIN_BATCH):  # every batch, also after a failure
-            drained &= self._drain_batch(queues[start : start + DRAIN_BATCH])
+        drained, at = True, 0
+        while at < len(queues):  # every batch, also after a failure
+            taken, batch_drained = self._drain_batch(queues[at : at + DRAIN_BATCH])
+            drained &= batch_drained
+            at += taken
         return drained
 
     async def drain_gradually(self, slice_s: float = DRAIN_SLICE_S,
                               batch: int = DRAIN_BATCH) -> bool:
         """``drain`` for the thorough flush round, letting the event loop run every
-        ``slice_s`` (between batches of ``batch`` queues). Units appended meanwhile may or may
-        not be written: the round's checkpoint only counts what was dispatched before it
-        began."""
+        ``slice_s`` (between batches of up to ``batch`` queues, cut short when their
+        preparation reaches the slice's end: making 128 queues' first files took 33-51 ms).
+        Units appended meanwhile may or may not be written: the round's checkpoint only counts
+        what was dispatched before it began."""
         queues = list(self.loaded())
-        drained = True
+        drained, at = True, 0
         deadline = time.monotonic() + slice_s
-        for start in range(0, len(queues), batch):
-            drained &= self._drain_batch(queues[start : start + batch])
+        while at < len(queues):
+            taken, batch_drained = self._drain_batch(queues[at : at + batch], deadline)
+            drained &= batch_drained
+            at += taken
             if time.monotonic() >= deadline:
                 await asyncio.sleep(0)
                 deadline = time.monotonic() + slice_s
         return drained
 
-    def _drain_batch(self, queues: list[ConsumeQueue]) -> bool:
-        """Drain these queues with one QueueWriter run; nothing else may run meanwhile."""
+    def _drain_batch(self, queues: list[ConsumeQueue], deadline: float = math.inf
+                     ) -> tuple[int, bool]:
+        """Drain the first queues of ``queues`` with one QueueWriter run: all of them, or those
+        prepared by ``deadline`` (one at least). Returns (how many, whether all were drained).
+        Nothing else may run meanwhile."""
         drained = True
         prepared: list[tuple[ConsumeQueue, list[UnitWrite]]] = []
+        taken = 0
         try:
             for queue in queues:
+                taken += 1
                 if not self._is_current(queue):
                     continue  # dropped or deleted while a gradual drain yielded
                 try:
@@ -115,6 +126,8 @@ class ConsumeQueueStore:
                     drained = self._not_drained(queue, exc)
                     continue
                 prepared.append((queue, writes))
+                if time.monotonic() >= deadline:
+                    break
             self.writer.run([writes for _, writes in prepared])
         finally:
             self.handles.unpin(write.file for _, writes in prepared for write in writes)
@@ -130,7 +143,7 @@ class ConsumeQueueStore:
             ends = self.ends.setdefault(queue.topic, [])
             ends.extend([0] * (queue.partition + 1 - len(ends)))
             ends[queue.partition] = queue.max_offset
-        return drained
+        return taken, drained
 
     def _is_current(self, queue: ConsumeQueue) -> bool:
         slots = self._queues.get(queue.topic, ())

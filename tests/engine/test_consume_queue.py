@@ -20,7 +20,7 @@ from engine.consume_queue import (
     ConsumeQueue,
     UnitReader,
 )
-from engine.consume_queue_store import ConsumeQueueStore
+from engine.consume_queue_store import DRAIN_BATCH, ConsumeQueueStore
 from engine.file_handle_cache import FileHandleCache
 from engine.mapped_file import MappedFile
 from engine.mapped_file_queue import StoreDamaged
@@ -250,7 +250,8 @@ def test_verify_checks_the_files_without_loading(tmp_path):
     assert fresh.file_indexes == [] and fresh.max_offset == 0  # nothing was loaded
 
 
-def test_a_gradual_drain_lets_the_loop_run_and_notes_each_queue_end(tmp_path):
+@pytest.mark.parametrize("batch", [1, DRAIN_BATCH])  # with no time to spend, one a batch
+def test_a_gradual_drain_lets_the_loop_run_and_notes_each_queue_end(tmp_path, batch):
     store = ConsumeQueueStore(StorePaths(tmp_path), 1000, FileHandleCache(16))
     for partition in range(4):
         store.get("t", partition).put(0, partition + 1, phy=partition * 10, size=10, timestamp=1)
@@ -266,7 +267,7 @@ def test_a_gradual_drain_lets_the_loop_run_and_notes_each_queue_end(tmp_path):
 
     async def body():
         task = asyncio.create_task(meanwhile())
-        assert await store.drain_gradually(slice_s=0, batch=1)  # a turn after every queue
+        assert await store.drain_gradually(slice_s=0, batch=batch)  # a turn after every queue
         task.cancel()
 
     asyncio.run(body())
