@@ -186,23 +186,29 @@ class ConsumeQueue(QueueCore):
                 if write.error is not None:
                     raise write.error
         finally:
-            self._handles.unpin(write.file for write in writes)
+            if len(writes) > 1:  # see pending_writes
+                self._handles.unpin(write.file for write in writes)
         self.mark_written(writes)
 
     def pending_writes(self) -> list[UnitWrite]:
         """The writes that put the pending units in the files (created as needed), one per
-        file they reach, to run now (``drain``) or beside other queues' (QueueWriter); then
-        ``mark_written``, and unpin their files. Nothing may be put in between."""
+        file they reach, to run now (``drain``) or beside other queues' (QueueWriter, whose
+        caller pins their files); then ``mark_written``. Nothing may be put in between. All
+        files but the last are pinned here (opening the next must not close them): unpin
+        them after."""
         length = (self.max_offset - self.pending_from) * UNIT_SIZE
-        data = memoryview(self.pending)[:length]
         index, at = divmod(self.pending_from * UNIT_SIZE, self.file_bytes)
+        if at + length <= self.file_bytes:  # the usual case: they fit the file
+            return [UnitWrite(self._file(index, create=True), at,
+                              memoryview(self.pending)[:length])] if length else []
+        data = memoryview(self.pending)[:length]
         writes: list[UnitWrite] = []
         try:
             while data:
-                chunk = data[: self.file_bytes - at]  # the usual case: all of them fit the file
-                mapped = self._file(index, create=True)
-                self._handles.pinned.add(mapped)  # opening the next file must not close it
-                writes.append(UnitWrite(mapped, at, chunk))
+                chunk = data[: self.file_bytes - at]
+                if writes:
+                    self._handles.pinned.add(writes[-1].file)
+                writes.append(UnitWrite(self._file(index, create=True), at, chunk))
                 data = data[len(chunk):]
                 index, at = index + 1, 0
         except BaseException:

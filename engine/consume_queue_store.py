@@ -125,6 +125,7 @@ class ConsumeQueueStore:
                 except OSError as exc:  # a new file could not be made
                     drained = self._not_drained(queue, exc)
                     continue
+                self.handles.pinned.update(write.file for write in writes)
                 prepared.append((queue, writes))
                 if time.monotonic() >= deadline:
                     break
