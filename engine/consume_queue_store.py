@@ -47,7 +47,7 @@ class ConsumeQueueStore:
         self._queues: dict[str, list[ConsumeQueue | None]] = {}
         self.ends: Ends = {}
         self._saved_ends: Ends = {}
-        self.writer = QueueWriter()
+        self._writer = QueueWriter()
 
     def get(self, topic: str, partition: int) -> ConsumeQueue:
         """The partition's queue, loaded from disk on first use."""
@@ -80,12 +80,7 @@ class ConsumeQueueStore:
         """Write every queue's pending units, note each queue's end, and give back the buffers
         of the queues with none (see ConsumeQueue); False (logged) if some units could not be
         written."""
-        queues = list(self.loaded())
-        drained, at = True, 0
-        while at < len(queues):  # every batch, also after a failure
-            taken, batch_drained = self._drain_batch(queues[at : at + DRAIN_BATCH])
-            drained &= batch_drained
-            at += taken
+        *_, drained = self._drain_slices(math.inf, DRAIN_BATCH)
         return drained
 
     async def drain_gradually(self, slice_s: float = DRAIN_SLICE_S,
@@ -95,6 +90,14 @@ class ConsumeQueueStore:
         preparation reaches the slice's end: making 128 queues' first files took 33-51 ms).
         Units appended meanwhile may or may not be written: the round's checkpoint only counts
         what was dispatched before it began."""
+        drained = True
+        for drained in self._drain_slices(slice_s, batch):
+            await asyncio.sleep(0)
+        return drained
+
+    def _drain_slices(self, slice_s: float, batch: int) -> Iterator[bool]:
+        """Drain every loaded queue, batch by batch, also after a failure; at the end of each
+        slice of ``slice_s`` and at the end, yield whether every unit so far was written."""
         queues = list(self.loaded())
         drained, at = True, 0
         deadline = time.monotonic() + slice_s
@@ -103,9 +106,9 @@ class ConsumeQueueStore:
             drained &= batch_drained
             at += taken
             if time.monotonic() >= deadline:
-                await asyncio.sleep(0)
+                yield drained
                 deadline = time.monotonic() + slice_s
-        return drained
+        yield drained
 
     def _drain_batch(self, queues: list[ConsumeQueue], deadline: float = math.inf
                      ) -> tuple[int, bool]:
@@ -129,7 +132,7 @@ class ConsumeQueueStore:
                 prepared.append((queue, writes))
                 if time.monotonic() >= deadline:
                     break
-            self.writer.run([writes for _, writes in prepared])
+            self._writer.run([writes for _, writes in prepared])
         finally:
             self.handles.unpin(write.file for _, writes in prepared for write in writes)
         for queue, writes in prepared:
@@ -217,7 +220,7 @@ class ConsumeQueueStore:
     def close(self) -> bool:
         """Drain, sync and close every queue; False if some units could not be written."""
         drained = self.drain()
-        self.writer.close()
+        self._writer.close()
         self.handles.close_all()
         self._queues.clear()
         return drained

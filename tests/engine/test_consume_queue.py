@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from engine import queue_writer
 from engine.consume_queue import (
     CQ_UNIT,
     PENDING_BYTES,
@@ -25,7 +26,6 @@ from engine.file_handle_cache import FileHandleCache
 from engine.mapped_file import MappedFile
 from engine.mapped_file_queue import StoreDamaged
 from engine.paths import StorePaths, offset_file_name
-from engine import queue_writer
 from engine.queue_writer import PARALLEL_FROM
 
 
