@@ -5,16 +5,19 @@ the same volume), append MB/s under ASYNC_FLUSH and SYNC_FLUSH for 1 KiB and 64 
 how many appends one fsync covers with 64 concurrent SYNC_FLUSH writers, read MB/s, and append
 MB/s at 1, 100 and 10,000 partitions. Figures, not a test: nothing here asserts a speed.
 
-The partition steps write their own, larger volume (``--partition-volume-mb``, by default 16
+The partition steps write their own, larger volume (``--partition-volume-mb``, by default 10
 batches for each of 10,000 partitions): a partition's ConsumeQueue units wait in memory until
 PENDING_BYTES of them gather or the 10-second thorough flush comes, and every step's window
-ends with all of them written. The window thus charges each partition one write per 5 KiB of
-units (its 16 batches' worth) at least, where a running store writes once per 8 KiB and once
-per thorough round: the figure errs low. At 512 MiB each of 10,000 partitions got only 3
-batches, and that final write to each of 10,000 files (36 ms) weighed 10% of the window.
+ends with all of them written. The window thus charges each partition one write per 3.2 KiB
+of units (its 10 batches' worth) at least, where a running store writes once per 8 KiB and
+once per thorough round: the figure errs low. At 512 MiB each of 10,000 partitions got only 3
+batches, and that final write to each of 10,000 files (36 ms) weighed 10% of the window. At
+16 batches (2,500 MiB) the windows outlasted the 1.9 s after which this VM reports the memory
+back_memory freed (see ``Window``).
 
-A timed part during which the machine reported free memory to its host (see ``Window``) is
-run again, up to MAX_REDOS times; the report counts those re-runs.
+Before each step the last one's files are deleted and the benchmark waits until the machine
+has stopped reporting free memory (``settle``); a timed part during which it reported some
+anyway is run again, up to MAX_REDOS times; the report counts those re-runs.
 """
 from __future__ import annotations
 
@@ -44,11 +47,15 @@ MEMORY_MARGIN = 256 * MIB  # page cache beyond the volume a step may take (queue
 BACKING_CHUNK = 64 * 1024
 PARTITION_COUNTS = (1, 100, 10_000)
 PARTITION_BATCH = 16 * 1024
-# 16 batches of 16 records give each of the most partitions 5 KiB of ConsumeQueue units, all
+# 10 batches of 16 records give each of the most partitions 3.2 KiB of ConsumeQueue units, all
 # written inside the window (see the module doc).
-DEFAULT_PARTITION_VOLUME_MB = 16 * max(PARTITION_COUNTS) * PARTITION_BATCH // MIB
+DEFAULT_PARTITION_VOLUME_MB = 10 * max(PARTITION_COUNTS) * PARTITION_BATCH // MIB
 MAX_REDOS = 3  # re-runs of a disturbed timed part (see Window), per step and round
 REPORTING_QUEUE = "reporting_vq"  # virtio-balloon's free page reporting, in /proc/interrupts
+# The kernel reports freed memory 2 s after the first free since its last pass (see settle).
+DEFAULT_QUIET_S = 2.2
+QUIET_LIMIT_S = 12.0  # settle gives up after this: passes then come every 2 s regardless
+QUIET_POLL_S = 0.05
 
 
 @dataclass
@@ -115,18 +122,16 @@ def free_page_reports(interrupts: Path = Path("/proc/interrupts")) -> int | None
 
 @dataclass
 class Window:
-    """A timed part, begun right after back_memory. Every 2 s while it has unreported free
-    memory, the kernel reports a share of it to the host (free page reporting), taking first
-    the pages freed last: back_memory's. A pass inside the window hands the rest of the
-    window host-discarded pages, each first touch faulting in the host: such windows ran
-    1,030-1,290 MB/s where the others of the same steps ran 1,460-1,730 (16 KiB appends,
-    2,500 MiB windows), whatever the partition count. The pass that back_memory's
-    own freeing starts comes about 1.9 s after it, past the end of most windows, if no pass
-    was due sooner; but passes started by what was freed before (earlier steps, and what the
-    kernel frees during back_memory's write) come every 2 s, in some stretches disturbing
-    every run of a step. Waiting for them to stop before back_memory, or deleting its file
-    right after a pass, made it no better (measured, not kept): a disturbed window is run
-    again instead, and the report says how often."""
+    """A timed part, begun right after back_memory. The kernel reports free memory to the host
+    2 s after the first free since its last pass, and again every 2 s while unreported free
+    memory remains, taking first the pages freed last: back_memory's. A pass inside the window
+    hands the rest of the window host-discarded pages, each first touch faulting in the host:
+    such windows ran 1,030-1,290 MB/s where the others of the same steps ran 1,460-1,730 (16
+    KiB appends, 2,500 MiB windows), whatever the partition count. The pass that back_memory's
+    own freeing starts came 1.89-1.92 s after it, inside every window that lasted that long (8
+    of 8 partition windows of 2,500 MiB on a slow boot): windows must end sooner, hence the
+    partition steps' volume. Passes that earlier frees start are what settle waits out. A
+    window disturbed all the same is run again, and the report says how often."""
     started: float = field(default_factory=time.perf_counter)
     reports: int | None = field(default_factory=free_page_reports)
 
@@ -288,7 +293,7 @@ Samples = dict[str, list[Sample]]
 
 
 def run(directory: Path, volume_mb: int, rounds: int, console: Console,
-        partition_volume_mb: int) -> Report:
+        partition_volume_mb: int, quiet_s: float = DEFAULT_QUIET_S) -> Report:
     """Every step once per round, in a row, and every other round backwards (A B C C B A):
     noise on a shared machine hits all steps alike, and a drift during the run favours none."""
     steps = steps_for(directory, volume_mb * MIB, partition_volume_mb * MIB)
@@ -298,22 +303,49 @@ def run(directory: Path, volume_mb: int, rounds: int, console: Console,
         for round_number in range(1, rounds + 1):
             for name, step in steps if round_number % 2 else reversed(steps):
                 progress.update(task, description=f"round {round_number}/{rounds}: {name}")
-                samples[name].append(undisturbed(step))
+                samples[name].append(undisturbed(step, lambda: make_room(directory, quiet_s)))
                 progress.advance(task)
     shutil.rmtree(directory, ignore_errors=True)
     return summarize(samples)
 
 
-def undisturbed(step: Callable[[], Sample]) -> Sample:
+def undisturbed(step: Callable[[], Sample], prepare: Callable[[], None]) -> Sample:
     """The step's sample, run again while free memory was reported inside its window (at most
-    MAX_REDOS times); ``redos`` counts the runs dropped."""
+    MAX_REDOS times), each run after ``prepare``; ``redos`` counts the runs dropped."""
     for redos in range(MAX_REDOS + 1):
-        os.sync()  # every step starts with no earlier step's dirty pages in writeback
+        prepare()
         sample = step()
         sample.redos = redos
         if not sample.disturbed:
             break
     return sample
+
+
+def make_room(directory: Path, quiet_s: float) -> None:
+    """Before every run of a step: the last step's store deleted, nothing dirty left for this
+    step's window to write back, and the reports of the memory that freed done."""
+    shutil.rmtree(directory, ignore_errors=True)
+    os.sync()
+    settle(quiet_s)
+
+
+def settle(quiet_s: float, limit_s: float = QUIET_LIMIT_S,
+           reports: Callable[[], int | None] = free_page_reports) -> float:
+    """Wait until the machine has gone ``quiet_s`` without reporting free memory to its host,
+    ``limit_s`` at most (none where it does not report); returns the seconds waited. Deleting a
+    step's store frees gigabytes, whose pass came inside the next window whenever that step's
+    set-up was short: 2 of 4 one-partition windows (1,600 MiB) without this wait, 1 of 10 with
+    it."""
+    started = last_change = time.monotonic()
+    seen = reports()
+    while seen is not None and time.monotonic() - last_change < quiet_s:
+        if time.monotonic() - started >= limit_s:
+            break
+        time.sleep(QUIET_POLL_S)
+        now = reports()
+        if now != seen:
+            seen, last_change = now, time.monotonic()
+    return time.monotonic() - started
 
 
 def summarize(samples: Samples) -> Report:
@@ -366,7 +398,7 @@ def _bar(mb_per_s: float, raw: float) -> str:
 
 
 def main(data_dir: Path | None = None, volume_mb: int = 512, rounds: int = 2,
-         partition_volume_mb: int | None = None) -> Report:
+         partition_volume_mb: int | None = None, quiet_s: float = DEFAULT_QUIET_S) -> Report:
     # Reports are often piped to a file: keep rows on one line there too, unless COLUMNS says.
     wide = Console().is_terminal or "COLUMNS" in os.environ
     console = Console(width=None if wide else 140)
@@ -375,7 +407,7 @@ def main(data_dir: Path | None = None, volume_mb: int = 512, rounds: int = 2,
     base = Path(tempfile.mkdtemp(prefix="commitgate-bench-", dir=data_dir))
     try:
         report = run(base / "store", volume_mb, rounds, console,
-                     partition_volume_mb or DEFAULT_PARTITION_VOLUME_MB)
+                     partition_volume_mb or DEFAULT_PARTITION_VOLUME_MB, quiet_s)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     print_report(report, console)
@@ -388,8 +420,11 @@ if __name__ == "__main__":
     parser.add_argument("--volume-mb", type=int, default=512,
                         help="MiB per measurement, but for the partition counts")
     parser.add_argument("--partition-volume-mb", type=int, default=None,
-                        help="MiB per partition-count measurement (default: 16 batches for "
+                        help="MiB per partition-count measurement (default: 10 batches for "
                              "each of 10,000 partitions; see the module doc)")
     parser.add_argument("--rounds", type=int, default=2, help="times each measurement runs")
+    parser.add_argument("--quiet-s", type=float, default=DEFAULT_QUIET_S,
+                        help="before each step, wait until the machine has reported no free "
+                             "memory to its host for this long (0: do not wait)")
     args = parser.parse_args()
-    main(args.data_dir, args.volume_mb, args.rounds, args.partition_volume_mb)
+    main(args.data_dir, args.volume_mb, args.rounds, args.partition_volume_mb, args.quiet_s)

@@ -78,13 +78,16 @@ def bench_store(
     volume_mb: Annotated[int, typer.Option(
         help="MiB written per measurement, but for the partition counts")] = 512,
     partition_volume_mb: Annotated[int | None, typer.Option(
-        help="MiB written per partition-count measurement (default: 16 batches for each of "
+        help="MiB written per partition-count measurement (default: 10 batches for each of "
              "10,000 partitions)")] = None,
     rounds: Annotated[int, typer.Option(help="times each measurement runs (best is shown)")] = 2,
+    quiet_s: Annotated[float, typer.Option(
+        help="before each step, wait until the machine has reported no free memory to its "
+             "host for this long (0: do not wait)")] = 2.2,
 ) -> None:
     from bench.store import main as bench_main
 
-    bench_main(data_dir, volume_mb, rounds, partition_volume_mb)
+    bench_main(data_dir, volume_mb, rounds, partition_volume_mb, quiet_s)
 
 
 @bench_app.command("codec", help="Protocol codecs: Produce decode and Fetch encode, "

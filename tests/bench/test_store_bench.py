@@ -15,6 +15,7 @@ from bench.store import (
     Sample,
     free_page_reports,
     partitions_name,
+    settle,
     summarize,
     undisturbed,
 )
@@ -31,7 +32,7 @@ MEASUREMENTS = [
 def test_bench_store_prints_every_measurement(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "bench.store", "--data-dir", str(tmp_path), "--volume-mb", "4",
-         "--partition-volume-mb", "4", "--rounds", "1"],
+         "--partition-volume-mb", "4", "--rounds", "1", "--quiet-s", "0"],
         cwd=ROOT, capture_output=True, text=True, timeout=280, check=False,
         env={"COLUMNS": "240", "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -75,10 +76,29 @@ def test_a_disturbed_window_is_run_again_a_bounded_number_of_times() -> None:
         runs.append(1)
         return Sample(100.0, disturbed=len(runs) <= disturbed_runs)
 
-    assert undisturbed(lambda: step(1)).redos == 1 and len(runs) == 2
+    prepared: list[int] = []
+
+    def prepare() -> None:
+        prepared.append(len(runs))
+
+    assert undisturbed(lambda: step(1), prepare).redos == 1 and len(runs) == 2
+    assert prepared == [0, 1], "each run comes after its own preparation"
     runs.clear()
-    last = undisturbed(lambda: step(99))
+    last = undisturbed(lambda: step(99), prepare)
     assert last.disturbed and last.redos == MAX_REDOS and len(runs) == MAX_REDOS + 1
+
+
+def test_settle_waits_for_a_quiet_spell_and_no_longer_than_its_limit() -> None:
+    counts = iter([5, 5, 6, 7])  # two reports, then none
+
+    def reports() -> int:
+        return next(counts, 7)
+
+    waited = settle(0.2, limit_s=5.0, reports=reports)
+    assert 0.2 <= waited < 5.0
+    busy = iter(range(1_000_000))  # a report at every look
+    assert 0.3 <= settle(10.0, limit_s=0.3, reports=lambda: next(busy)) < 10.0
+    assert settle(10.0, reports=lambda: None) < 1.0, "no wait where nothing is reported"
 
 
 def test_free_page_reports_sum_the_reporting_queue_over_cpus(tmp_path: Path) -> None:
