@@ -107,6 +107,8 @@ class ConsumeQueueStore:
             at += taken
             if time.monotonic() >= deadline:
                 yield drained
+                # Skip the queues dropped or deleted while the event loop ran.
+                queues, at = [queue for queue in queues[at:] if self._is_current(queue)], 0
                 deadline = time.monotonic() + slice_s
         yield drained
 
@@ -118,17 +120,17 @@ class ConsumeQueueStore:
         drained = True
         prepared: list[tuple[ConsumeQueue, list[UnitWrite]]] = []
         taken = 0
+        pinned = self.handles.pinned
         try:
             for queue in queues:
                 taken += 1
-                if not self._is_current(queue):
-                    continue  # dropped or deleted while a gradual drain yielded
                 try:
                     writes = queue.pending_writes()
                 except OSError as exc:  # a new file could not be made
                     drained = self._not_drained(queue, exc)
                     continue
-                self.handles.pinned.update(write.file for write in writes)
+                for write in writes:
+                    pinned.add(write.file)
                 prepared.append((queue, writes))
                 if time.monotonic() >= deadline:
                     break
