@@ -64,6 +64,7 @@ class Sample:
     extra: float | None = None  # appends per fsync, or read MB/s with a copy
     disturbed: bool = False  # see Window
     redos: int = 0  # disturbed runs of the same step and round before this one
+    drain_ms: float | None = None  # the window's final ConsumeQueue drain, with many partitions
 
 
 @dataclass
@@ -191,11 +192,14 @@ async def append_async(directory: Path, volume: int, batch_bytes: int, partition
         if since_yield >= YIELD_EVERY_BYTES:
             since_yield = 0
             await asyncio.sleep(0)
+    drain_started = time.perf_counter()
     store.queues.drain()  # so are the ConsumeQueue units still in memory (see ConsumeQueue)
+    drain_ms = (time.perf_counter() - drain_started) * 1000
     await _index_settled(store)  # and the IndexBuilder's work
     elapsed, disturbed = window.end()
     await store.close()
-    return Sample(appends * len(body) / elapsed / 1e6, disturbed=disturbed)
+    return Sample(appends * len(body) / elapsed / 1e6, disturbed=disturbed,
+                  drain_ms=drain_ms if partitions > 1 else None)
 
 
 async def _index_settled(store: MessageStore, limit_s: float = 120.0) -> None:
@@ -369,6 +373,8 @@ def summarize(samples: Samples) -> Report:
         if best.extra is not None:
             notes.insert(0, f"{best.extra:.1f} appends per fsync" if "SYNC" in name
                          else f"{best.extra:,.0f} MB/s with a copy")
+        if best.drain_ms is not None:
+            notes.insert(0, f"final queue drain {best.drain_ms:.0f} ms")
         redos = sum(v.redos for v in values)
         if redos:
             notes.append(f"{redos} run{'s' if redos > 1 else ''} again (memory reported)")

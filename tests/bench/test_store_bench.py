@@ -39,6 +39,7 @@ def test_bench_store_prints_every_measurement(tmp_path: Path) -> None:
     for name in MEASUREMENTS:
         assert name in proc.stdout, f"{name!r} missing from:\n{proc.stdout}"
     assert "appends per fsync" in proc.stdout and "% of raw" in proc.stdout
+    assert proc.stdout.count("final queue drain") == 2  # the 100- and 10,000-partition steps
     assert not any(tmp_path.iterdir()), "the benchmark left files behind"
 
 
