@@ -11,6 +11,8 @@
  *
  * pwrite_all() is QueueWriter's loop over many queues' writes (engine/queue_writer.py, the same
  * in Python there): all of them with the GIL released, so that two threads write in parallel.
+ * tail_writes() prepares most of those writes (engine/queue_core.py, the same in Python): in
+ * Python, preparing a queue's write took 2.3 us of a 10,000-queue drain's 6, its objects cold.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -31,6 +33,8 @@ typedef struct {
     Py_ssize_t pending_limit;
     PyObject *pending; /* a bytearray: its first (max_offset - pending_from) units */
 } QueueCore;
+
+static PyTypeObject QueueCoreType;
 
 static int call_method(QueueCore *self, const char *name, PyObject *arg)
 {
@@ -246,10 +250,111 @@ done:
     return result;
 }
 
+static PyObject *str_file_bytes, *str_key, *str_fd; /* attribute names, interned */
+
+static int long_attr(PyObject *object, PyObject *name, long long *value)
+{
+    PyObject *attr = PyObject_GetAttr(object, name);
+    if (attr == NULL)
+        return -1;
+    *value = PyLong_AsLongLong(attr);
+    Py_DECREF(attr);
+    return *value == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+static int append_new(PyObject *list, PyObject *item)
+{
+    if (item == NULL)
+        return -1;
+    int failed = PyList_Append(list, item);
+    Py_DECREF(item);
+    return failed;
+}
+
+/* The write of one queue whose pending units all go to its file already open: appended to the
+ * lists, its file pinned. 1 when done, 0 when the queue is not such a one, -1 on an error. */
+static int tail_write(PyObject *queue, PyObject *open_files, PyObject *pinned, PyObject *fds,
+                      PyObject *buffers, PyObject *offsets, PyObject *files)
+{
+    if (!PyObject_TypeCheck(queue, &QueueCoreType)) {
+        PyErr_SetString(PyExc_TypeError, "tail_writes takes QueueCore objects");
+        return -1;
+    }
+    QueueCore *core = (QueueCore *)queue;
+    long long length = (core->max_offset - core->pending_from) * UNIT_SIZE, file_bytes, fd;
+    if (length <= 0 || core->pending == NULL || !PyByteArray_CheckExact(core->pending)
+        || length > PyByteArray_GET_SIZE(core->pending))
+        return 0;
+    if (long_attr(queue, str_file_bytes, &file_bytes) < 0)
+        return -1;
+    if (file_bytes <= 0)
+        return 0;
+    long long index = core->pending_from * UNIT_SIZE / file_bytes;
+    long long at = core->pending_from * UNIT_SIZE % file_bytes;
+    if (at + length > file_bytes)
+        return 0;
+    PyObject *key = PyObject_GetAttr(queue, str_key);
+    if (key == NULL)
+        return -1;
+    PyObject *file_key = Py_BuildValue("(NL)", key, index);
+    if (file_key == NULL)
+        return -1;
+    PyObject *mapped = PyDict_GetItemWithError(open_files, file_key); /* borrowed */
+    Py_DECREF(file_key);
+    if (mapped == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (long_attr(mapped, str_fd, &fd) < 0)
+        return -1;
+    if (fd < 0)
+        return 0;
+    PyObject *whole = PyMemoryView_FromObject(core->pending);
+    if (whole == NULL)
+        return -1;
+    PyObject *view = PySequence_GetSlice(whole, 0, (Py_ssize_t)length);
+    Py_DECREF(whole);
+    if (PyList_Append(files, mapped) < 0 || PySet_Add(pinned, mapped) < 0) {
+        Py_XDECREF(view);
+        return -1;
+    }
+    if (append_new(buffers, view) < 0 || append_new(fds, PyLong_FromLongLong(fd)) < 0
+        || append_new(offsets, PyLong_FromLongLong(at)) < 0)
+        return -1;
+    return 1;
+}
+
+/* tail_writes(queues, start, open_files, pinned, fds, buffers, offsets, files): see
+ * engine/queue_core.py, the same in Python. */
+static PyObject *tail_writes(PyObject *module, PyObject *args)
+{
+    PyObject *queues, *open_files, *pinned, *fds, *buffers, *offsets, *files;
+    Py_ssize_t at;
+    if (!PyArg_ParseTuple(args, "O!nO!O!O!O!O!O!:tail_writes", &PyList_Type, &queues, &at,
+                          &PyDict_Type, &open_files, &PySet_Type, &pinned, &PyList_Type, &fds,
+                          &PyList_Type, &buffers, &PyList_Type, &offsets, &PyList_Type, &files))
+        return NULL;
+    if (at < 0) {
+        PyErr_SetString(PyExc_ValueError, "tail_writes: start must not be negative");
+        return NULL;
+    }
+    for (; at < PyList_GET_SIZE(queues); at++) {
+        int done = tail_write(PyList_GET_ITEM(queues, at), open_files, pinned, fds, buffers,
+                              offsets, files);
+        if (done < 0)
+            return NULL;
+        if (done == 0)
+            break;
+    }
+    return PyLong_FromSsize_t(at);
+}
+
 static PyMethodDef module_methods[] = {
     {"pwrite_all", pwrite_all, METH_VARARGS,
      "pwrite_all(fds, buffers, offsets): write each buffer at its offset of its descriptor, "
      "all without the GIL; each write's errno (0: written whole, ENOSPC: short)"},
+    {"tail_writes", tail_writes, METH_VARARGS,
+     "tail_writes(queues, start, open_files, pinned, fds, buffers, offsets, files): the writes "
+     "of the queues from queues[start] on whose pending units all go to their open last file, "
+     "appended to the lists, their files pinned; returns the index of the first other queue"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -296,6 +401,11 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__queue_core(void)
 {
     if (PyType_Ready(&QueueCoreType) < 0)
+        return NULL;
+    str_file_bytes = PyUnicode_InternFromString("file_bytes");
+    str_key = PyUnicode_InternFromString("_key");
+    str_fd = PyUnicode_InternFromString("_fd");
+    if (str_file_bytes == NULL || str_key == NULL || str_fd == NULL)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)

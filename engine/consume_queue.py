@@ -219,8 +219,12 @@ class ConsumeQueue(QueueCore):
     def mark_written(self, writes: list[UnitWrite]) -> None:
         """The units of ``pending_writes`` are in the files: they are pending no more."""
         for write in writes:
-            write.file.wrote_position = max(write.file.wrote_position,
-                                            write.at + len(write.data))
+            self.mark_written_to(write.file, write.at + len(write.data))
+
+    def mark_written_to(self, mapped: MappedFile, end: int) -> None:
+        """The pending units are written, the last of them into ``mapped`` up to byte ``end``
+        (``tail_writes`` made the one write)."""
+        mapped.wrote_position = max(mapped.wrote_position, end)
         self.pending_from = self.max_offset
 
     def release_buffer(self) -> None:

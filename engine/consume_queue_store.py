@@ -23,8 +23,13 @@ from collections.abc import Iterator
 from engine.consume_queue import ConsumeQueue
 from engine.file_handle_cache import FileHandleCache
 from engine.paths import StorePaths
-from engine.queue_writer import QueueWriter, UnitWrite
+from engine.queue_writer import QueueWriter, TailWrites, UnitWrite, write_error
 from engine.topic_table import atomic_write
+
+try:
+    from engine._queue_core import tail_writes
+except ImportError:  # installed without a C compiler: the same in Python
+    from engine.queue_core import tail_writes
 
 Ends = dict[str, list[int]]  # topic -> each partition's queue end (0: none recorded)
 # How long the thorough round writes queues before it lets the event loop run: in one go,
@@ -115,15 +120,24 @@ class ConsumeQueueStore:
     def _drain_batch(self, queues: list[ConsumeQueue], deadline: float = math.inf
                      ) -> tuple[int, bool]:
         """Drain the first queues of ``queues`` with one QueueWriter run: all of them, or those
-        prepared by ``deadline`` (one at least). Returns (how many, whether all were drained).
-        Nothing else may run meanwhile."""
+        prepared by ``deadline`` (one at least). Most queues make one write to a file already
+        open, which ``tail_writes`` prepares; the others (nothing pending, a new file, units
+        crossing into the next file) go ConsumeQueue's way. Returns (how many, whether all were
+        drained). Nothing else may run meanwhile."""
         drained = True
         prepared: list[tuple[ConsumeQueue, list[UnitWrite]]] = []
-        taken = 0
-        pinned = self.handles.pinned
+        tails, tail_queues = TailWrites(), []
+        pinned, at = self.handles.pinned, 0
         try:
-            for queue in queues:
-                taken += 1
+            while at < len(queues):
+                first = at
+                at = tail_writes(queues, at, self.handles.open_files, pinned, tails.fds,
+                                 tails.buffers, tails.offsets, tails.files)
+                tail_queues += queues[first:at]
+                if at == len(queues):
+                    break
+                queue = queues[at]
+                at += 1
                 try:
                     writes = queue.pending_writes()
                 except OSError as exc:  # a new file could not be made
@@ -134,8 +148,9 @@ class ConsumeQueueStore:
                 prepared.append((queue, writes))
                 if time.monotonic() >= deadline:
                     break
-            self._writer.run([writes for _, writes in prepared])
+            self._writer.run([writes for _, writes in prepared], tails)
         finally:
+            self.handles.unpin(tails.files)
             self.handles.unpin(write.file for _, writes in prepared for write in writes)
         for queue, writes in prepared:
             error = next((write.error for write in writes if write.error is not None), None)
@@ -146,10 +161,20 @@ class ConsumeQueueStore:
                 queue.mark_written(writes)
             else:  # idle since the last round (see ConsumeQueue)
                 queue.release_buffer()
-            ends = self.ends.setdefault(queue.topic, [])
-            ends.extend([0] * (queue.partition + 1 - len(ends)))
-            ends[queue.partition] = queue.max_offset
-        return taken, drained
+            self._note_end(queue)
+        for queue, mapped, offset, data, error in zip(tail_queues, tails.files, tails.offsets,
+                                                      tails.buffers, tails.errors):
+            if error:
+                drained = self._not_drained(queue, write_error(error, mapped, offset, len(data)))
+                continue
+            queue.mark_written_to(mapped, offset + len(data))
+            self._note_end(queue)
+        return at, drained
+
+    def _note_end(self, queue: ConsumeQueue) -> None:
+        ends = self.ends.setdefault(queue.topic, [])
+        ends.extend([0] * (queue.partition + 1 - len(ends)))
+        ends[queue.partition] = queue.max_offset
 
     def _is_current(self, queue: ConsumeQueue) -> bool:
         slots = self._queues.get(queue.topic, ())

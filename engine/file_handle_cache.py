@@ -59,6 +59,11 @@ class FileHandleCache:
         return mapped
 
     @property
+    def open_files(self) -> dict[Hashable, MappedFile]:
+        """The open files by key, least recently used first; to read, never to change."""
+        return self._open
+
+    @property
     def dirty(self) -> list[MappedFile]:
         """Open files with bytes written since their last sync."""
         return [mapped for mapped in self._open.values() if _unflushed(mapped)]

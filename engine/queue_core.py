@@ -9,6 +9,9 @@ ones not written to the queue's files yet. ``put`` adds a batch's units and leav
 work to two methods of the subclass: ``drain()`` (called when ``pending_limit`` bytes have
 gathered, and before a batch that leaves a gap) and ``_start_pending(queue_offset)`` (called
 when a pending run begins). The subclass sets every field in its ``__init__``.
+
+``tail_writes`` prepares the writes of a drain of many queues (engine/queue_writer.py) in the
+usual case, for ConsumeQueue subclasses: in C it takes a fraction of ConsumeQueue's own way.
 """
 from __future__ import annotations
 
@@ -47,3 +50,36 @@ class QueueCore:
         self.max_phy_end = phy + size
         if end >= self.pending_limit:
             self.drain()
+
+
+def tail_writes(queues: list, start: int, open_files: dict, pinned: set, fds: list[int],
+                buffers: list[memoryview], offsets: list[int], files: list) -> int:
+    """From ``queues[start]`` on, each queue whose pending units all go into its file already
+    open (``open_files[(queue._key, file index)]``, a ConsumeQueue's handle-cache key): its
+    write (the file's descriptor, a view of the units, their offset in the file, the file)
+    appended to the four lists, the file added to ``pinned``. Returns the index of the first
+    queue that is not such a one (nothing pending, a file to open or make, units crossing into
+    the next file): ConsumeQueue.pending_writes is for those."""
+    if start < 0:
+        raise ValueError("tail_writes: start must not be negative")
+    at = start
+    while at < len(queues):
+        queue = queues[at]
+        length = (queue.max_offset - queue.pending_from) * UNIT_SIZE
+        pending = queue.pending
+        if length <= 0 or type(pending) is not bytearray or length > len(pending):
+            break
+        file_bytes = queue.file_bytes
+        if file_bytes <= 0:
+            break
+        index, offset = divmod(queue.pending_from * UNIT_SIZE, file_bytes)
+        mapped = open_files.get((queue._key, index))
+        if offset + length > file_bytes or mapped is None or mapped.fileno() < 0:
+            break
+        files.append(mapped)
+        pinned.add(mapped)
+        buffers.append(memoryview(pending)[:length])
+        fds.append(mapped.fileno())
+        offsets.append(offset)
+        at += 1
+    return at

@@ -12,14 +12,16 @@ engine/_queue_core.c): with the GIL taken back between writes, as os.pwritev doe
 threads measured no faster than one (the GIL's hand-offs wake the other vCPU every time).
 
 The caller prepares the writes (files opened or created, on its own thread) and keeps them
-valid until ``run`` returns: the descriptors must stay open and the buffers unchanged.
+valid until ``run`` returns: the descriptors must stay open and the buffers unchanged. Most
+queues make one write to a file already open; those come as flat lists (``TailWrites``, made
+by engine.queue_core.tail_writes), the others as UnitWrites.
 """
 from __future__ import annotations
 
 import errno
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from engine.mapped_file import MappedFile
 
@@ -43,6 +45,25 @@ class UnitWrite:
             self.file.write_at(self.at, (self.data,), len(self.data))
         except OSError as exc:
             self.error = exc
+
+
+@dataclass(slots=True)
+class TailWrites:
+    """One write for each of many queues, as flat lists; ``errors`` (errno per write, 0 when
+    written whole) once QueueWriter.run returns."""
+
+    fds: list[int] = field(default_factory=list)
+    buffers: list[memoryview] = field(default_factory=list)
+    offsets: list[int] = field(default_factory=list)
+    files: list[MappedFile] = field(default_factory=list)
+    errors: list[int] = field(default_factory=list)
+
+    def pwrite(self, part: slice) -> list[int]:
+        return pwrite_all(self.fds[part], self.buffers[part], self.offsets[part])
+
+
+def write_error(error: int, mapped: MappedFile, at: int, length: int) -> OSError:
+    return OSError(error, f"{mapped.path}: {os.strerror(error)} writing {length} bytes at {at}")
 
 
 def _pwrite_all(fds: list[int], buffers: list[memoryview], offsets: list[int]) -> list[int]:
@@ -76,35 +97,44 @@ def _run_all(queues: list[list[UnitWrite]]) -> None:
         live = [writes for writes in live if len(writes) > step and writes[step - 1].error is None]
 
 
+def _run_part(queues: list[list[UnitWrite]], tails: TailWrites, part: slice) -> list[int]:
+    _run_all(queues)
+    return tails.pwrite(part)
+
+
 def _pwrite(writes: list[UnitWrite]) -> None:
     errors = pwrite_all([write.file.fileno() for write in writes],
                         [write.data for write in writes], [write.at for write in writes])
     for write, error in zip(writes, errors):
         if error:
-            write.error = OSError(error, f"{write.file.path}: {os.strerror(error)} writing "
-                                         f"{len(write.data)} bytes at {write.at}")
+            write.error = write_error(error, write.file, write.at, len(write.data))
 
 
 class QueueWriter:
     def __init__(self) -> None:
         self._helper: ThreadPoolExecutor | None = None  # started on the first big batch
 
-    def run(self, queues: list[list[UnitWrite]]) -> None:
-        """Do the writes of every queue (failures land in each one's ``error``), half of the
-        queues on the helper thread when they are many; returns when all are done. A queue's
-        writes (two when its units cross into a new file) stay in order on one thread: a crash
-        between them must leave the queue's files holding a prefix of its units, since a
-        start finds a queue's end by a binary search that a hole would fool."""
-        if sum(map(len, queues)) < PARALLEL_FROM:
+    def run(self, queues: list[list[UnitWrite]], tails: TailWrites) -> None:
+        """Do the writes of every queue (failures land in each UnitWrite's ``error`` and in
+        ``tails.errors``), half of them on the helper thread when they are many; returns when
+        all are done. A queue's writes (two when its units cross into a new file) stay in order
+        on one thread: a crash between them must leave the queue's files holding a prefix of
+        its units, since a start finds a queue's end by a binary search that a hole would
+        fool."""
+        if sum(map(len, queues)) + len(tails.fds) < PARALLEL_FROM:
             _run_all(queues)
+            tails.errors = tails.pwrite(slice(None))
             return
         if self._helper is None:
             self._helper = ThreadPoolExecutor(1, thread_name_prefix="consumequeue-writer")
-        helped = self._helper.submit(_run_all, queues[1::2])
+        half = len(tails.fds) // 2
+        helped = self._helper.submit(_run_part, queues[1::2], tails, slice(half, None))
         try:
             _run_all(queues[::2])
+            mine = tails.pwrite(slice(half))
         finally:
-            helped.result()  # the buffers must outlive the helper's writes, even on an error
+            theirs = helped.result()  # the buffers must outlive the helper's writes
+        tails.errors = mine + theirs
 
     def close(self) -> None:
         if self._helper is not None:

@@ -26,7 +26,18 @@ from engine.file_handle_cache import FileHandleCache
 from engine.mapped_file import MappedFile
 from engine.mapped_file_queue import StoreDamaged
 from engine.paths import StorePaths, offset_file_name
+from engine.queue_core import tail_writes as py_tail_writes
 from engine.queue_writer import PARALLEL_FROM
+
+try:
+    from engine._queue_core import tail_writes as c_tail_writes
+except ImportError:  # installed without a C compiler
+    c_tail_writes = None
+TAIL_WRITES = [
+    pytest.param(c_tail_writes, id="C", marks=pytest.mark.skipif(
+        c_tail_writes is None, reason="engine._queue_core was not built")),
+    pytest.param(py_tail_writes, id="Python"),
+]
 
 
 def _queue(tmp_path, per_file=10, capacity=16) -> ConsumeQueue:
@@ -314,3 +325,88 @@ def test_a_store_drain_writes_many_queues_on_two_threads_and_keeps_failed_ones_p
             CQ_UNIT.pack(partition * 100 + 100, 50, partition) * 2
         assert queue.units(10, 10) == CQ_UNIT.pack(partition * 100 + 100, 50, partition) * 3
     reopened.close()
+
+
+@pytest.mark.parametrize("tail_writes", TAIL_WRITES)
+def test_tail_writes_prepares_the_queues_with_one_write_to_an_open_file(tmp_path, tail_writes):
+    """Queues 0, 1 and 3 have units for their open last file; 2 has none pending, 4's file was
+    closed by the cache, 5's units cross into its next file: each of those stops the call."""
+    handles = FileHandleCache(16)
+    queues = [ConsumeQueue("t", p, tmp_path / "t" / str(p), 10, handles) for p in range(6)]
+    for partition, queue in enumerate(queues):
+        queue.load()
+        queue.put(0, 4, phy=partition * 100, size=10, timestamp=1)
+        queue.drain()  # the first file exists and is open
+        if partition != 2:
+            queue.put(4, 8 if partition == 5 else 3, phy=partition * 100 + 10, size=10,
+                      timestamp=2)
+    handles.forget((queues[4]._key, 0)).close()
+    pinned: set = set()
+    fds: list = []
+    buffers: list = []
+    offsets: list = []
+    files: list = []
+
+    def call(start: int) -> int:
+        return tail_writes(queues, start, handles.open_files, pinned, fds, buffers, offsets,
+                           files)
+
+    assert call(0) == 2 and call(3) == 4 and call(4) == 4 and call(5) == 5 and call(6) == 6
+    taken = [queues[0], queues[1], queues[3]]
+    assert files == [handles.open_files[(queue._key, 0)] for queue in taken]
+    assert pinned == set(files) and fds == [mapped.fileno() for mapped in files]
+    assert offsets == [4 * UNIT_SIZE] * 3
+    assert [bytes(view) for view in buffers] == [
+        CQ_UNIT.pack(p * 100 + 10, 10, 2) * 3 for p in (0, 1, 3)]
+    with pytest.raises(ValueError):
+        call(-1)
+
+
+@pytest.mark.parametrize("tail_writes", TAIL_WRITES)
+def test_a_store_drain_gives_the_same_files_either_way(tmp_path, monkeypatch, tail_writes):
+    """tail_writes in C or in Python: a drain of queues in every case (one write, a new file,
+    units crossing files, none pending) leaves the same bytes."""
+    monkeypatch.setattr("engine.consume_queue_store.tail_writes", tail_writes)
+    store = ConsumeQueueStore(StorePaths(tmp_path), 10, FileHandleCache(8))
+    for partition in range(3 * PARALLEL_FROM):
+        queue = store.get("t", partition)
+        queue.put(0, partition % 7, phy=partition * 100, size=100, timestamp=partition)
+        if partition % 3:
+            queue.drain()
+            queue.put(partition % 7, partition % 5 + 1, phy=partition * 100 + 100, size=50,
+                      timestamp=partition)
+    expected = {p: [store.get("t", p).get(o) for o in range(store.get("t", p).max_offset)]
+                for p in range(3 * PARALLEL_FROM)}
+    assert store.drain()
+    assert not store.handles.pinned
+    assert all(store.get("t", p).pending_units == 0 for p in expected)
+    assert store.close()
+    again = ConsumeQueueStore(StorePaths(tmp_path), 10, FileHandleCache(8))
+    for partition, units in expected.items():
+        queue = again.get("t", partition)
+        assert queue.max_offset == len(units), partition
+        assert [queue.get(o) for o in range(len(units))] == units, partition
+    again.close()
+
+
+def test_a_failed_tail_write_leaves_its_queue_pending_and_the_others_written(
+        tmp_path, monkeypatch):
+    store = ConsumeQueueStore(StorePaths(tmp_path), 100, FileHandleCache(64))
+    for partition in range(2 * PARALLEL_FROM):
+        queue = store.get("t", partition)
+        queue.put(0, 2, phy=partition * 100, size=100, timestamp=1)
+        queue.drain()  # the file is open: the next units take tail_writes's way
+        queue.put(2, 3, phy=partition * 100 + 100, size=50, timestamp=2)
+    pwrite_all, failing = queue_writer.pwrite_all, store.get("t", 7).directory
+
+    def full_disk_for_one_queue(fds, buffers, offsets):
+        errors = pwrite_all(fds, buffers, offsets)
+        paths = [os.readlink(f"/proc/self/fd/{fd}") for fd in fds]
+        return [errno.ENOSPC if Path(path).parent == failing else error
+                for path, error in zip(paths, errors)]
+    monkeypatch.setattr(queue_writer, "pwrite_all", full_disk_for_one_queue)
+    assert not store.drain()
+    assert not store.handles.pinned
+    assert [p for p in range(2 * PARALLEL_FROM) if store.get("t", p).pending_units] == [7]
+    assert store.get("t", 7).get(4) == (800, 50, 2)  # still readable from memory
+    assert store.ends_table()["t"][6] == 5 and store.ends_table()["t"][7] == 0  # not noted

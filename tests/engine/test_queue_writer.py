@@ -8,7 +8,7 @@ import pytest
 
 from engine import queue_writer
 from engine.mapped_file import MappedFile
-from engine.queue_writer import PARALLEL_FROM, QueueWriter, UnitWrite
+from engine.queue_writer import PARALLEL_FROM, QueueWriter, TailWrites, UnitWrite
 
 try:
     from engine._queue_core import pwrite_all as c_pwrite_all
@@ -50,22 +50,31 @@ def test_pwrite_all_writes_each_buffer_and_reports_each_errno(tmp_path, pwrite_a
 def test_a_run_writes_every_queue_in_order_and_stops_a_queue_at_its_failure(tmp_path, count):
     """Below PARALLEL_FROM on the calling thread, above it half the queues on the helper
     thread. Queue 0 makes two writes; queue 1's first write fails (a descriptor gone), so its
-    second is not made (it would leave a hole); the other queues are written."""
+    second is not made (it would leave a hole); the other queues are written, the second half
+    of them as TailWrites, whose last one fails."""
     files = [MappedFile(tmp_path / f"{i:04d}", 0, 4096, create=True, reserve=False)
              for i in range(count)]
     writes = [UnitWrite(mapped, 7 * i, memoryview(bytes([i % 256]) * (i + 1)))
               for i, mapped in enumerate(files)]
-    os.close(files[2]._fd)
-    files[2]._fd = os.open(os.devnull, os.O_RDONLY)
-    queues = [writes[:2], writes[2:4]] + [[write] for write in writes[4:]]
+    for failing in (2, count - 1):
+        os.close(files[failing]._fd)
+        files[failing]._fd = os.open(os.devnull, os.O_RDONLY)
+    middle = count // 2 + 2
+    queues = [writes[:2], writes[2:4]] + [[write] for write in writes[4:middle]]
+    tails = TailWrites()
+    for write in writes[middle:]:
+        tails.fds.append(write.file.fileno())
+        tails.buffers.append(write.data)
+        tails.offsets.append(write.at)
     writer = QueueWriter()
     try:
-        writer.run(queues)
+        writer.run(queues, tails)
     finally:
         writer.close()
-    assert [i for i, write in enumerate(writes) if write.error is not None] == [2]
+    assert [i for i, write in enumerate(writes[:middle]) if write.error is not None] == [2]
     assert writes[2].error.errno == errno.EBADF and "0002" in str(writes[2].error)
+    assert tails.errors == [0] * (count - middle - 1) + [errno.EBADF]
     for i, mapped in enumerate(files):
-        expected = bytes(i + 1) if i in (2, 3) else bytes([i % 256]) * (i + 1)
+        expected = bytes(i + 1) if i in (2, 3, count - 1) else bytes([i % 256]) * (i + 1)
         assert mapped.path.read_bytes()[7 * i : 8 * i + 1] == expected, i
         mapped.close()
