@@ -300,14 +300,7 @@ def test_a_store_drain_writes_many_queues_on_two_threads_and_keeps_failed_ones_p
         queue.put(0, 8, phy=partition * 100, size=100, timestamp=partition)
         queue.drain()
         queue.put(8, 5, phy=partition * 100 + 100, size=50, timestamp=partition)  # 8..12
-    pwrite_all, failing = queue_writer.pwrite_all, store.get("t", 5).directory
-
-    def full_disk_for_one_queue(fds, buffers, offsets):
-        errors = pwrite_all(fds, buffers, offsets)
-        paths = [os.readlink(f"/proc/self/fd/{fd}") for fd in fds]
-        return [errno.ENOSPC if Path(path).parent == failing else error
-                for path, error in zip(paths, errors)]
-    monkeypatch.setattr(queue_writer, "pwrite_all", full_disk_for_one_queue)
+    _fill_the_disk_of(store.get("t", 5), monkeypatch)
     helpers_before = threading.active_count()
     assert not store.drain()
     assert threading.active_count() == helpers_before + 1  # the writer's helper thread
@@ -397,16 +390,21 @@ def test_a_failed_tail_write_leaves_its_queue_pending_and_the_others_written(
         queue.put(0, 2, phy=partition * 100, size=100, timestamp=1)
         queue.drain()  # the file is open: the next units take tail_writes's way
         queue.put(2, 3, phy=partition * 100 + 100, size=50, timestamp=2)
-    pwrite_all, failing = queue_writer.pwrite_all, store.get("t", 7).directory
-
-    def full_disk_for_one_queue(fds, buffers, offsets):
-        errors = pwrite_all(fds, buffers, offsets)
-        paths = [os.readlink(f"/proc/self/fd/{fd}") for fd in fds]
-        return [errno.ENOSPC if Path(path).parent == failing else error
-                for path, error in zip(paths, errors)]
-    monkeypatch.setattr(queue_writer, "pwrite_all", full_disk_for_one_queue)
+    _fill_the_disk_of(store.get("t", 7), monkeypatch)
     assert not store.drain()
     assert not store.handles.pinned
     assert [p for p in range(2 * PARALLEL_FROM) if store.get("t", p).pending_units] == [7]
     assert store.get("t", 7).get(4) == (800, 50, 2)  # still readable from memory
     assert store.ends_table()["t"][6] == 5 and store.ends_table()["t"][7] == 0  # not noted
+
+
+def _fill_the_disk_of(queue: ConsumeQueue, monkeypatch) -> None:
+    """From now on the QueueWriter's writes into ``queue``'s files fail with ENOSPC."""
+    pwrite_all = queue_writer.pwrite_all
+
+    def full_disk_for_one_queue(fds, buffers, offsets):
+        errors = pwrite_all(fds, buffers, offsets)
+        paths = [os.readlink(f"/proc/self/fd/{fd}") for fd in fds]
+        return [errno.ENOSPC if Path(path).parent == queue.directory else error
+                for path, error in zip(paths, errors)]
+    monkeypatch.setattr(queue_writer, "pwrite_all", full_disk_for_one_queue)
