@@ -404,7 +404,7 @@ def _bar(mb_per_s: float, raw: float) -> str:
 
 
 def main(data_dir: Path | None = None, volume_mb: int = 512, rounds: int = 2,
-         partition_volume_mb: int | None = None, quiet_s: float = DEFAULT_QUIET_S) -> Report:
+         partition_volume_mb: int | None = None, quiet_s: float | None = None) -> Report:
     # Reports are often piped to a file: keep rows on one line there too, unless COLUMNS says.
     wide = Console().is_terminal or "COLUMNS" in os.environ
     console = Console(width=None if wide else 140)
@@ -413,7 +413,8 @@ def main(data_dir: Path | None = None, volume_mb: int = 512, rounds: int = 2,
     base = Path(tempfile.mkdtemp(prefix="commitgate-bench-", dir=data_dir))
     try:
         report = run(base / "store", volume_mb, rounds, console,
-                     partition_volume_mb or DEFAULT_PARTITION_VOLUME_MB, quiet_s)
+                     partition_volume_mb or DEFAULT_PARTITION_VOLUME_MB,
+                     DEFAULT_QUIET_S if quiet_s is None else quiet_s)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     print_report(report, console)
@@ -429,8 +430,9 @@ if __name__ == "__main__":
                         help="MiB per partition-count measurement (default: 10 batches for "
                              "each of 10,000 partitions; see the module doc)")
     parser.add_argument("--rounds", type=int, default=2, help="times each measurement runs")
-    parser.add_argument("--quiet-s", type=float, default=DEFAULT_QUIET_S,
+    parser.add_argument("--quiet-s", type=float, default=None,
                         help="before each step, wait until the machine has reported no free "
-                             "memory to its host for this long (0: do not wait)")
+                             f"memory to its host for this long (default: {DEFAULT_QUIET_S} s; "
+                             "0: do not wait)")
     args = parser.parse_args()
     main(args.data_dir, args.volume_mb, args.rounds, args.partition_volume_mb, args.quiet_s)

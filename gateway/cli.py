@@ -81,9 +81,9 @@ def bench_store(
         help="MiB written per partition-count measurement (default: 10 batches for each of "
              "10,000 partitions)")] = None,
     rounds: Annotated[int, typer.Option(help="times each measurement runs (best is shown)")] = 2,
-    quiet_s: Annotated[float, typer.Option(
+    quiet_s: Annotated[float | None, typer.Option(
         help="before each step, wait until the machine has reported no free memory to its "
-             "host for this long (0: do not wait)")] = 2.2,
+             "host for this long, in seconds (default: 2.2; 0: do not wait)")] = None,
 ) -> None:
     from bench.store import main as bench_main
 
