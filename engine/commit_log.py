@@ -25,7 +25,9 @@ TOTALSIZE covers the rest of the segment; the entry goes to the next segment.
 """
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -47,7 +49,13 @@ ENTRY_PREFIX = struct.Struct(">iIIiiqqiqqqqiqi")  # TOTALSIZE .. BODY length
 PREFIX_SIZE = ENTRY_PREFIX.size  # 88: the body starts here
 SHORT = struct.Struct(">H")
 BLANK = struct.Struct(">iI")
+COUNT_AND_BASE = struct.Struct(">iq")  # FLAG, QUEUEOFFSET at entry offset 16
 END_FILE_MIN_BLANK_LENGTH = BLANK.size
+# SYSFLAG bit of a copy the CommitLog cleaner made of a live entry (callers' flags stay below)
+RELOCATED = 1 << 30
+# Free space a client append must leave when it rolls to a new segment, in segments: the
+# pre-allocation of the next one, and one for the cleaner, whose relocation frees space.
+RESERVED_SEGMENTS = 2
 
 
 @dataclass(slots=True)
@@ -70,6 +78,9 @@ class CommitLog:
         self.queue = queue
         self.body_format = body_format
         self.max_entry_size = queue.file_size - END_FILE_MIN_BLANK_LENGTH
+        self.reserve_bytes = RESERVED_SEGMENTS * queue.file_size
+        self.refusing = False  # the last client roll was refused for space
+        self.refusal_spells = 0  # how often refusing began
 
     @property
     def min_offset(self) -> int:
@@ -80,13 +91,15 @@ class CommitLog:
         return self.queue.max_offset
 
     def append(self, req: DispatchRequest, body: memoryview, trailer: bytes, born_host: int,
-               store_host: int) -> None:
-        """Append one entry; fills in ``req.phy_offset`` and ``req.size``. One pwritev, no joins."""
+               store_host: int, *, reserved: bool = False) -> None:
+        """Append one entry; fills in ``req.phy_offset`` and ``req.size``. One pwritev, no joins.
+        A new segment is only taken while ``reserve_bytes`` stay free, unless ``reserved``
+        (the cleaner's copies, which free space). A full disk raises OSError(ENOSPC)."""
         size = PREFIX_SIZE + len(body) + len(trailer)
         files = self.queue.files  # the last segment has room: the usual case, tested inline
         mapped = files[-1] if files else None
         if mapped is None or size + END_FILE_MIN_BLANK_LENGTH > mapped.size - mapped.wrote_position:
-            mapped = self._segment_for(size)
+            mapped = self._segment_for(size, reserved)
         pos = mapped.wrote_position
         phy = mapped.start_offset + pos
         crc = self.body_format.stored_checksum(body)
@@ -108,14 +121,37 @@ class CommitLog:
         req.phy_offset = phy
         req.size = size
 
-    def _segment_for(self, size: int) -> MappedFile:
+    def _segment_for(self, size: int, reserved: bool) -> MappedFile:
         """The segment an entry of ``size`` goes to: a new one when the last cannot hold it
         (closed with a BLANK filler) or there is none."""
+        files = self.queue.files
+        if not reserved and (not files or size + END_FILE_MIN_BLANK_LENGTH > files[-1].free_bytes):
+            self._check_reserve()
         mapped = self.queue.last_for_append()
         if size + END_FILE_MIN_BLANK_LENGTH > mapped.free_bytes:
             self._close_segment(mapped)
             mapped = self.queue.last_for_append()
         return mapped
+
+    def _check_reserve(self) -> None:
+        """Refuse a client's roll to a new segment that would eat the cleaner's reserve."""
+        free = self.free_bytes()
+        refusing = free < self.reserve_bytes
+        if refusing != self.refusing:
+            self.refusing = refusing
+            if refusing:
+                self.refusal_spells += 1
+            else:
+                log.info("CommitLog: %d bytes free again; accepting writes", free)
+        if refusing:
+            raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)}: {self.queue.directory} has "
+                                        f"{free} bytes free, below the {self.reserve_bytes} kept "
+                                        f"for a new segment and the CommitLog cleaner")
+
+    def free_bytes(self) -> int:
+        """Free space of the filesystem the CommitLog lives on, as an unprivileged user has it."""
+        stat = os.statvfs(self.queue.directory)
+        return stat.f_bavail * stat.f_frsize
 
     def _close_segment(self, mapped: MappedFile) -> None:
         rest = mapped.free_bytes

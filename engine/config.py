@@ -32,14 +32,17 @@ class StoreConfig:
     index_enable: bool = True  # build IndexFile keys behind the dispatcher
     index_hash_slots: int = 5_000_000  # maxHashSlotNum
     index_max_entries: int = 20_000_000  # maxIndexNum
-    # Retention. Per-topic retention.ms / retention.bytes advance log start offsets; CommitLog
-    # segments wholly below every partition's log start are deleted. The two RocketMQ rules below
-    # delete segments regardless of topic retention, so the age rule is off by default.
+    # Retention. Per-topic retention.ms / retention.bytes advance log start offsets; the
+    # CommitLog cleaner frees segments by relocating the live entries out of the oldest ones
+    # (docs/architecture.md, "The log's lifecycle"). Nothing is ever deleted by age or by disk
+    # usage alone: a full disk refuses writes.
     retention_check_interval_ms: int = 300_000  # log.retention.check.interval.ms
     log_retention_ms: int = 7 * 24 * 3600 * 1000  # broker default for retention.ms
     log_retention_bytes: int = -1  # broker default for retention.bytes
-    file_reserved_time_ms: int = -1  # fileReservedTime; -1 = only topic retention deletes
-    disk_max_used_space_ratio: float = 0.90  # diskMaxUsedSpaceRatio: above it, oldest goes
+    # Relocate the oldest segment while the sealed segments hold more than this many times
+    # their live bytes.
+    cleaner_garbage_factor: float = 2.0
+    cleaner_io_max_bytes_per_second: float = 64 * 1024 * 1024  # log.cleaner.io.max.bytes.per.second
     max_open_consumequeue_files: int = 0  # 0 = derived from RLIMIT_NOFILE
 
     def __post_init__(self) -> None:
@@ -50,3 +53,8 @@ class StoreConfig:
             raise ValueError(f"commitlog segment size {self.commitlog_segment_bytes} < 4096")
         if self.consumequeue_entries_per_file < 1:
             raise ValueError("consumequeue_entries_per_file must be positive")
+        if self.cleaner_garbage_factor <= 1:
+            raise ValueError(f"cleaner garbage factor {self.cleaner_garbage_factor} must be "
+                             f"above 1 (relocation copies live data out of garbage)")
+        if self.cleaner_io_max_bytes_per_second <= 0:
+            raise ValueError("cleaner I/O rate must be positive")

@@ -250,6 +250,52 @@ class ConsumeQueue(QueueCore):
         count = min(count, pending_from - offset, (self.file_bytes - at) // UNIT_SIZE)
         return self._file(index).pread(at, count * UNIT_SIZE)
 
+    def repoint(self, offset: int, count: int, old_phy: int, new_phy: int) -> list[Path]:
+        """Point the units of a batch stored at ``old_phy`` (offsets ``offset`` to
+        ``offset + count``, those still kept) at its copy at ``new_phy``, which has the same
+        size. Written to the files at once (pending units are drained first: a crash must not
+        lose a repointed unit whose old entry is then deleted); returns the files' paths, to
+        sync before the old entry goes. Nothing when the units point elsewhere now."""
+        lo, hi = max(offset, self.min_offset), min(offset + count, self.max_offset)
+        if lo >= hi:
+            return []
+        phy, size, tags = self.get(lo)
+        if phy != old_phy:
+            return []
+        if hi > self.pending_from:
+            self.drain()
+        return self._overwrite(lo, hi, CQ_UNIT.pack(new_phy, size, tags))
+
+    def write_units(self, offset: int, count: int, phy: int, size: int, tags: int) -> None:
+        """Units for a batch below ``max_offset`` (a relocated copy met by a rebuild), written
+        over whatever is there, possibly below the first offset the files hold."""
+        hi = min(offset + count, self.max_offset)
+        if offset >= hi:
+            return
+        unit = CQ_UNIT.pack(phy, size, tags)
+        if hi > self.pending_from:  # in memory: the next drain writes them
+            at = max(offset, self.pending_from)
+            start = (at - self.pending_from) * UNIT_SIZE
+            self.pending[start : start + (hi - at) * UNIT_SIZE] = unit * (hi - at)
+            hi = at
+        if offset < hi:
+            self._overwrite(offset, hi, unit)
+            self.min_offset = min(self.min_offset, offset)
+
+    def _overwrite(self, lo: int, hi: int, unit: bytes) -> list[Path]:
+        """Write ``unit`` into the files for offsets [lo, hi), creating files as needed."""
+        touched = []
+        while lo < hi:
+            index, at = divmod(lo * UNIT_SIZE, self.file_bytes)
+            upto = min(hi, (index + 1) * self.entries_per_file)
+            data = unit * (upto - lo)
+            mapped = self._file(index, create=True)
+            mapped.write_at(at, (data,), len(data))
+            mapped.wrote_position = max(mapped.wrote_position, at + len(data))  # to be synced
+            touched.append(mapped.path)
+            lo = upto
+        return touched
+
     def _size_at(self, offset: int) -> int:
         return self.get(offset)[1]
 

@@ -10,7 +10,7 @@ import logging
 from array import array
 from collections.abc import Callable
 
-from engine.commit_log import CommitLog, DispatchRequest
+from engine.commit_log import RELOCATED, CommitLog, DispatchRequest
 from engine.consume_queue import ConsumeQueue
 from engine.consume_queue_store import ConsumeQueueStore
 
@@ -48,7 +48,12 @@ class Dispatcher:
         """Re-dispatch entries from ``start`` that their queues lack; returns how many."""
         count = 0
         for req in commit_log.iter_entries(start, check_crc=False):
-            if accept(req) and self._lacks(req):
+            if not accept(req):
+                continue
+            if req.sys_flag & RELOCATED and req.queue_offset < \
+                    self.queues.get(req.topic, req.partition).max_offset:
+                count += self._place_copy(req, commit_log)
+            elif self._lacks(req):
                 self.dispatch(req, self.queues.get(req.topic, req.partition))
                 count += 1
         self.dispatched_offset = commit_log.max_offset
@@ -61,6 +66,25 @@ class Dispatcher:
         if req.queue_offset > queue.max_offset and queue.max_offset > queue.min_offset:
             log.error("replay: %s-%d jumps from offset %d to %d (phy %d); the gap stays empty",
                       req.topic, req.partition, queue.max_offset, req.queue_offset, req.phy_offset)
+        return True
+
+    def _place_copy(self, req: DispatchRequest, commit_log: CommitLog) -> bool:
+        """A copy the CommitLog cleaner made, below its queue's end: its units are written
+        unless they point at an entry that still exists (this copy, or the original when a
+        crash came before the cleaner repointed them: the cleaner will copy it again, and
+        units it did not sync must not outlive the original). A rebuild meets copies out of
+        offset order, possibly below the queue's first offset. Returns whether it wrote."""
+        queue = self.queues.get(req.topic, req.partition)
+        first = max(req.queue_offset, queue.min_offset)
+        if first < req.queue_offset + req.offset_count:
+            try:
+                phy, size, _ = queue.get(first)
+            except IndexError:  # a rebuild has not reached these offsets' file yet
+                phy = size = 0
+            if size and commit_log.entry(phy, size) is not None:
+                return False
+        queue.write_units(req.queue_offset, req.offset_count, req.phy_offset, req.size,
+                          req.max_timestamp)
         return True
 
     @staticmethod

@@ -42,6 +42,12 @@ class FlushCommitLogService:
         """ASYNC_FLUSH answers after the append: the page cache is the durability point."""
         return StoreStatus.OK
 
+    async def sync_to(self, phy_end: int) -> StoreStatus:
+        """Make the CommitLog durable up to ``phy_end`` now (the CommitLog cleaner's copies)."""
+        if phy_end > self.flushed_offset:
+            await self._flush()
+        return StoreStatus.OK if phy_end <= self.flushed_offset else StoreStatus.DISK_ERROR
+
     async def stop(self) -> None:
         self._stop.set()
         if self._task is not None:

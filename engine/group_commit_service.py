@@ -54,6 +54,10 @@ class GroupCommitService:
             log.error("SYNC_FLUSH: offset %d not on disk after %.1fs", phy_end, self._timeout)
             return StoreStatus.FLUSH_TIMEOUT
 
+    async def sync_to(self, phy_end: int) -> StoreStatus:
+        """Make the CommitLog durable up to ``phy_end`` now (the CommitLog cleaner's copies)."""
+        return await self.wait_durable(phy_end)
+
     async def stop(self) -> None:
         self._stopping = True
         self._wake.set()

@@ -6,17 +6,25 @@ back as ``StoreStatus`` values; exceptions mean a bug or a damaged store.
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import logging
 import os
-import struct
 import time
 from collections.abc import Callable, Iterator
 
 from engine.allocate_mapped_file_service import AllocateMappedFileService
 from engine.body_format import BodyFormat
 from engine.checkpoint import StoreCheckpoint
-from engine.commit_log import PREFIX_SIZE, CommitLog, DispatchRequest, body_of, topic_trailer
+from engine.commit_log import (
+    COUNT_AND_BASE,
+    PREFIX_SIZE,
+    RELOCATED,
+    CommitLog,
+    DispatchRequest,
+    body_of,
+    topic_trailer,
+)
 from engine.config import FlushDiskType, StoreConfig
 from engine.consume_queue import ConsumeQueue, UnitReader
 from engine.consume_queue_store import ConsumeQueueStore
@@ -35,12 +43,20 @@ from engine.topic_table import TopicRecord, TopicTable, topic_name_error
 
 log = logging.getLogger(__name__)
 
-COUNT_AND_BASE = struct.Struct(">iq")  # FLAG, QUEUEOFFSET at entry offset 16
 TIMESTAMP_TYPE, LOG_APPEND_TIME = "message.timestamp.type", "LogAppendTime"
+
+
+# A data directory's filesystem must hold this many CommitLog segments: the one written, the
+# pre-allocated next one, the cleaner's reserve and one of data.
+MIN_SEGMENTS_ON_VOLUME = 4
 
 
 class StoreLocked(Exception):
     """Another process has the data directory open."""
+
+
+class VolumeTooSmall(Exception):
+    """The data directory's filesystem cannot hold the store's segments."""
 
 
 class MessageStore:
@@ -64,6 +80,7 @@ class MessageStore:
         self.retention: RetentionService | None = None
         self._trailers: dict[str, bytes] = {}
         self._lock_fd = -1
+        self._logged_spell = 0  # the CommitLog's last refusal spell that was logged
         self.open_ = False
 
     # ---- life cycle -------------------------------------------------------------------------
@@ -71,6 +88,7 @@ class MessageStore:
     async def open(self) -> RecoveryReport:
         """Lock the directory, load and recover the files, start the background services."""
         self.paths.root.mkdir(parents=True, exist_ok=True)
+        self._check_volume()
         self._lock_directory()
         self.table.load()
         self.checkpoint = StoreCheckpoint(self.paths.checkpoint)
@@ -120,6 +138,16 @@ class MessageStore:
         size = self.config.commitlog_segment_bytes
         return MappedFileQueue(self.paths.commitlog, size,
                                lambda path, start, nxt: self._allocator.get(path, start, size, nxt))
+
+    def _check_volume(self) -> None:
+        stat = os.statvfs(self.paths.root)
+        size, segment = stat.f_blocks * stat.f_frsize, self.config.commitlog_segment_bytes
+        if size < MIN_SEGMENTS_ON_VOLUME * segment:
+            raise VolumeTooSmall(
+                f"{self.paths.root} is on a filesystem of {size} bytes, which cannot hold "
+                f"{MIN_SEGMENTS_ON_VOLUME} CommitLog segments of {segment} bytes (the one "
+                f"written, the next one, the cleaner's reserve, data): set "
+                f"commitlog.segment.bytes to {size // MIN_SEGMENTS_ON_VOLUME} or less")
 
     def _lock_directory(self) -> None:
         self._lock_fd = os.open(self.paths.lock, os.O_RDWR | os.O_CREAT, 0o644)
@@ -237,7 +265,7 @@ class MessageStore:
         try:
             self.commit_log.append(req, body, trailer, born_host, self.store_host)
         except OSError as exc:
-            log.error("append to %s-%d at offset %d failed: %s", topic, partition, base, exc)
+            self._append_failed(topic, partition, base, exc)
             return AppendResult(StoreStatus.DISK_ERROR, error=str(exc))
         try:
             self.dispatcher.dispatch(req, queue)
@@ -247,6 +275,20 @@ class MessageStore:
             return AppendResult(StoreStatus.DISK_ERROR, error=str(exc))
         return AppendResult(StoreStatus.OK, base, append_time or -1, req.phy_offset,
                             req.phy_offset + req.size)
+
+    def _append_failed(self, topic: str, partition: int, offset: int, exc: OSError) -> None:
+        """Log a failed append; a refusal for space wakes the cleaner and is logged once a
+        spell (a producer retrying would fill the log with it)."""
+        commit_log = self.commit_log
+        if exc.errno != errno.ENOSPC or not commit_log.refusing:
+            log.error("append to %s-%d at offset %d failed: %s", topic, partition, offset, exc)
+            return
+        if self._logged_spell != commit_log.refusal_spells:
+            self._logged_spell = commit_log.refusal_spells
+            log.error("disk full: refusing writes (first %s-%d at offset %d) until retention, "
+                      "a deleted topic or the CommitLog cleaner frees space; reads go on: %s",
+                      topic, partition, offset, exc)
+        self.retention.wake()
 
     def _undo_append(self, queue: ConsumeQueue, req: DispatchRequest) -> None:
         """A failed append leaves no trace: neither the units a partial dispatch wrote nor the
@@ -347,15 +389,17 @@ class MessageStore:
         """(partition, base offset) of batches holding a record with ``key``, newest first.
         Waits (boundedly) for the IndexFile builder to reach what was appended before the call."""
         await self.index.catch_up(self.dispatcher.dispatched_offset)
-        hits = []
+        hits: list[tuple[int, int]] = []
         for phy in self.index.query(topic.encode() + b"#" + key, begin_ms, end_ms, max_count):
             req, _size = self.commit_log.decode(phy, check_crc=False)
             if req is None or req.topic != topic or req.queue_offset < \
                     self.log_start_offset(topic, req.partition):
                 continue
             body = self.commit_log.body(phy, req.size)
-            if key in self.body_format.keys(body):
-                hits.append((req.partition, req.queue_offset))
+            found = (req.partition, req.queue_offset)
+            # a batch the cleaner relocated is indexed twice until its old segment goes
+            if key in self.body_format.keys(body) and found not in hits:
+                hits.append(found)
         return hits
 
     def iter_batches(self, from_phy: int
@@ -373,8 +417,9 @@ class MessageStore:
                                                check_crc=False):
                 topic = self.table.topics.get(req.topic)
                 if topic is None or req.partition >= topic.partitions or \
-                        req.phy_offset < topic.created_phy:
-                    continue  # a deleted topic, or an earlier topic of the same name
+                        req.phy_offset < topic.created_phy or req.sys_flag & RELOCATED:
+                    continue  # a deleted topic, an earlier topic of the same name, or a
+                    # cleaner's copy of a batch already met (or older than the caller's state)
                 yield (req.topic, req.partition, req.queue_offset,
                        commit_log.body(req.phy_offset, req.size), req.phy_offset + req.size)
         return stored()

@@ -115,5 +115,10 @@ def _acceptor(table: TopicTable, rebuild: set[tuple[str, int]], normal_from: int
         if topic is None or not 0 <= req.partition < topic.partitions \
                 or req.phy_offset < topic.created_phy:
             return False
-        return req.phy_offset >= normal_from or (req.topic, req.partition) in rebuild
+        if (req.topic, req.partition) in rebuild:
+            # Only batches above the log start: they cover it without a gap, copies and
+            # originals alike, while dead ones may lie anywhere below it.
+            return req.queue_offset + req.offset_count > \
+                topic.log_start_offsets.get(req.partition, 0)
+        return req.phy_offset >= normal_from
     return accept

@@ -37,12 +37,13 @@ def serve(
         broker_config = settings.load(config, override)
     except (ValueError, OSError) as exc:
         raise typer.BadParameter(str(exc)) from None
-    from engine import StoreLocked
+    from engine import StoreLocked, VolumeTooSmall
     from gateway.server import run_until_signal
 
     try:
         _run(run_until_signal(broker_config))
-    except (OSError, StoreLocked) as exc:  # port taken, data directory in use or unwritable
+    except (OSError, StoreLocked, VolumeTooSmall) as exc:  # port taken, data directory in
+        # use, unwritable or on too small a filesystem
         logging.getLogger("commitgate").error("CommitGate cannot start: %s", exc)
         raise typer.Exit(1) from None
 

@@ -144,10 +144,13 @@ SETTINGS: dict[str, Setting] = {
     "log.retention.hours": Setting("store.log_retention_ms", lambda t: int(t) * 3_600_000,
                                    "default retention in hours"),
     "log.retention.bytes": Setting("store.log_retention_bytes", int, "default retention.bytes (-1)"),
-    "file.reserved.time.ms": Setting("store.file_reserved_time_ms", int,
-                                     "delete CommitLog segments older than this (-1: never)"),
-    "disk.max.used.space.ratio": Setting("store.disk_max_used_space_ratio", float,
-                                         "above this disk usage, oldest segments go (0.90)"),
+    "log.cleaner.relocate.garbage.factor": Setting(
+        "store.cleaner_garbage_factor", float,
+        "relocate the oldest CommitLog segment's live entries while the segments hold more "
+        "than this many times their live bytes (2.0)"),
+    "log.cleaner.io.max.bytes.per.second": Setting(
+        "store.cleaner_io_max_bytes_per_second", float,
+        "the CommitLog cleaner copies at most this many bytes a second (67108864)"),
 }
 
 

@@ -1,6 +1,8 @@
 """Retention: retention.ms / retention.bytes move log starts; unused segments are deleted."""
 from __future__ import annotations
 
+import shutil
+
 from engine import StoreStatus
 from tests.engine.conftest import batch, open_store
 
@@ -17,7 +19,7 @@ def test_retention_ms_moves_the_log_start_by_timestamp(tmp_path, run):
         async with open_store(tmp_path) as store:
             store.create_topic("t", 1, {"retention.ms": "100"})
             _fill(store, "t", 1, 50, ts=10_000)  # timestamps 10000..10049
-            store.retention.run_once(now_ms=10_130)  # keep ts >= 10030
+            await store.retention.run_once(now_ms=10_130)  # keep ts >= 10030
             assert store.log_start_offset("t", 0) == 30
             assert store.read("t", 0, 29, 100).status is StoreStatus.OFFSET_OUT_OF_RANGE
     run(body())
@@ -29,7 +31,7 @@ def test_retention_bytes_keeps_at_most_the_limit(tmp_path, run):
             store.create_topic("t", 1, {"retention.bytes": "10000", "retention.ms": "-1"})
             _fill(store, "t", 1, 40)
             size = store.queues.get("t", 0).get(0)[1]
-            store.retention.run_once()
+            await store.retention.run_once()
             start = store.log_start_offset("t", 0)
             assert (40 - start) * size <= 10_000 < (41 - start) * size
     run(body())
@@ -44,10 +46,10 @@ def test_segments_below_every_log_start_are_deleted(tmp_path, run):
             _fill(store, "b", 1, 5)
             segments = len(store.commit_log.queue.files)
             assert segments >= 3
-            assert store.retention.run_once() == 0  # "a" still starts at offset 0
+            assert await store.retention.run_once() == 0  # "a" still starts at offset 0
             store.delete_records("a", 0, 150)
             store.delete_records("b", 0, 5)
-            deleted = store.retention.run_once()
+            deleted = await store.retention.run_once()
             assert deleted == segments - 1  # the active segment always stays
             assert store.commit_log.min_offset == store.commit_log.queue.files[0].start_offset
             assert store.read("a", 0, 150, 100).status is StoreStatus.OK
@@ -56,28 +58,94 @@ def test_segments_below_every_log_start_are_deleted(tmp_path, run):
     run(body())
 
 
-def test_deleted_segment_moves_starts_of_partitions_that_lived_there(tmp_path, run):
+def _contents(store, topic, partition):
+    """Every batch of a partition from its log start: (offset after it, bytes)."""
+    out, offset = [], store.log_start_offset(topic, partition)
+    while offset < store.log_end_offset(topic, partition):
+        result = store.read(topic, partition, offset, 1)
+        assert result.status is StoreStatus.OK
+        out.append((result.next_offset, bytes(result.buffers[0])))
+        offset = result.next_offset
+    return out
+
+
+def _on_disk(store):
+    return len(store.commit_log.queue.files) * store.config.commitlog_segment_bytes
+
+
+def test_relocation_frees_segments_a_long_lived_partition_pins(tmp_path, run):
     async def body():
-        async with open_store(tmp_path, disk_max_used_space_ratio=0.0) as store:
-            store.create_topic("t", 2, {"retention.ms": "-1"})
-            _fill(store, "t", 2, 200)  # every segment over the ratio: all but the active go
-            deleted = store.retention.run_once()
-            assert deleted >= 2
+        async with open_store(tmp_path) as store:
+            store.create_topic("keep", 2, {"retention.ms": "-1"})
+            store.create_topic("short", 1, {"retention.ms": "-1"})
+            for round_ in range(10):  # the long-lived batches are spread over every segment
+                _fill(store, "keep", 2, 2, ts=round_ * 10)
+                _fill(store, "short", 1, 30)
+            kept = {p: _contents(store, "keep", p) for p in range(2)}
+            assert len(store.commit_log.queue.files) >= 4
+            assert await store.retention.run_once() == 0  # everything is live
+            store.delete_records("short", 0, -1)
+            await store.retention.run_once()
+            stats = store.retention.cleaner.stats
+            assert stats.relocated_entries > 0 and stats.deleted_segments >= 3
+            live = sum(len(data) for p in range(2) for _, data in kept[p])
+            assert _on_disk(store) <= 2 * live + 3 * store.config.commitlog_segment_bytes
             for partition in range(2):
-                start = store.log_start_offset("t", partition)
-                assert start > 0
-                assert store.read("t", partition, start, 1 << 20).status is StoreStatus.OK
-                phy = store.queues.get("t", partition).get(start)[0]
-                assert phy >= store.commit_log.min_offset
+                assert _contents(store, "keep", partition) == kept[partition]
+                assert store.log_start_offset("keep", partition) == 0
     run(body())
 
 
-def test_file_reserved_time_deletes_old_segments(tmp_path, run):
+def test_relocated_batches_survive_restarts_and_a_queue_rebuild(tmp_path, run):
     async def body():
-        async with open_store(tmp_path, file_reserved_time_ms=0) as store:
-            store.create_topic("t", 1, {"retention.ms": "-1"})
-            _fill(store, "t", 1, 150)
-            segments = len(store.commit_log.queue.files)
-            assert store.retention.run_once(now_ms=2**62) == segments - 1
-            assert store.log_start_offset("t", 0) > 0
+        async with open_store(tmp_path) as store:
+            store.create_topic("keep", 1, {"retention.ms": "-1"})
+            store.create_topic("short", 1, {"retention.ms": "-1"})
+            for round_ in range(8):
+                _fill(store, "keep", 1, 3, ts=round_ * 10)
+                _fill(store, "short", 1, 40)
+            store.delete_records("short", 0, -1)
+            await store.retention.run_once()
+            await store.retention.run_once()  # copies of copies: still the same batches
+            assert store.retention.cleaner.stats.relocated_entries > 0
+            _fill(store, "keep", 1, 2, ts=500)
+            kept = _contents(store, "keep", 0)
+        async with open_store(tmp_path) as store:  # clean start
+            assert _contents(store, "keep", 0) == kept
+            consumequeue = store.paths.consumequeue_dir("keep", 0)
+        shutil.rmtree(consumequeue)
+        async with open_store(tmp_path) as store:  # the queue is rebuilt from the CommitLog
+            assert _contents(store, "keep", 0) == kept
+            _fill(store, "keep", 1, 1, ts=900)
+            assert store.log_end_offset("keep", 0) == kept[-1][0] + 1
+    run(body())
+
+
+def test_deleting_a_topic_frees_its_segments(tmp_path, run):
+    async def body():
+        async with open_store(tmp_path) as store:
+            store.create_topic("offsets", 1, {"retention.ms": "-1"})
+            store.create_topic("gone", 1, {"retention.ms": "-1"})
+            _fill(store, "offsets", 1, 1)
+            _fill(store, "gone", 1, 300)
+            assert len(store.commit_log.queue.files) >= 4
+            store.delete_topic("gone")
+            await store.retention.run_once()
+            assert len(store.commit_log.queue.files) <= 2
+            assert len(_contents(store, "offsets", 0)) == 1
+    run(body())
+
+
+def test_a_full_disk_relocates_the_oldest_segment_with_garbage(tmp_path, run):
+    async def body():
+        # factor 100: only the pressure of a full disk makes the cleaner copy
+        async with open_store(tmp_path, cleaner_garbage_factor=100.0) as store:
+            store.create_topic("keep", 1, {"retention.ms": "-1"})
+            store.create_topic("short", 1, {"retention.ms": "-1"})
+            _fill(store, "keep", 1, 5)
+            _fill(store, "short", 1, 100)
+            store.delete_records("short", 0, 60)
+            assert await store.retention.run_once() == 0
+            assert await store.retention.run_once(pressure=True) >= 1
+            assert len(_contents(store, "keep", 0)) == 5
     run(body())

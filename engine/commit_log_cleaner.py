@@ -1,0 +1,248 @@
+"""CommitLogCleaner: frees CommitLog segments whatever the partitions in them keep.
+
+Retention only moves log start offsets; a segment goes once no live entry is left in it. An
+entry is live while its topic (the incarnation that wrote it) exists, its batch ends above
+its partition's log start and the partition's ConsumeQueue points at it. The oldest segment's
+live entries are copied to the head of the CommitLog (same base offset and body, SYSFLAG
+``RELOCATED``), the copies made durable, then the units repointed and their files synced, and
+only then is the segment deleted: at every moment of a crash each unit points at an entry on
+disk. The ConsumeQueues are the checkpoint: a copy whose units point at it makes the original
+dead. See docs/architecture.md, "The log's lifecycle", for when relocation runs and why.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from engine.commit_log import BODY_LEN, BODY_LEN_AT, PREFIX_SIZE, RELOCATED, DispatchRequest
+from engine.config import StoreConfig
+from engine.flush_consume_queue_service import syncfs
+from engine.mapped_file import MappedFile
+from engine.status import StoreStatus
+
+if TYPE_CHECKING:
+    from engine.message_store import MessageStore
+
+log = logging.getLogger(__name__)
+
+SLICE_S = 0.002  # the loop runs other work at least this often while the cleaner walks
+CHUNK_BYTES = 1 << 20  # copies made durable (one fdatasync) before their units move
+SYNCFS_FROM = 64  # more touched ConsumeQueue files than this: one syncfs instead
+# Under a full disk the oldest segment is relocated when it has this much garbage at least:
+# copying a segment that is all live only moves the shortage.
+PRESSURE_MIN_GARBAGE = 0.1
+
+
+@dataclass(slots=True)
+class CleanerStats:
+    relocated_entries: int = 0
+    relocated_bytes: int = 0
+    deleted_segments: int = 0
+
+
+class CommitLogCleaner:
+    def __init__(self, store: MessageStore, config: StoreConfig) -> None:
+        self._store = store
+        self._factor = config.cleaner_garbage_factor
+        self._rate = config.cleaner_io_max_bytes_per_second
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="commitlog-cleaner")
+        self._zombies: list[MappedFile] = []  # deleted segments still read by responses
+        self.stopping = False
+        self.stats = CleanerStats()
+
+    def close(self) -> None:
+        self.stopping = True
+        self._executor.shutdown(wait=True)
+
+    # ---- liveness -------------------------------------------------------------------------
+
+    def is_live(self, req: DispatchRequest) -> bool:
+        store = self._store
+        topic = store.table.topics.get(req.topic)
+        if topic is None or not 0 <= req.partition < topic.partitions or \
+                req.phy_offset < topic.created_phy:
+            return False
+        queue = store.queues.get(req.topic, req.partition)
+        first = max(req.queue_offset, store.log_start_offset(req.topic, req.partition))
+        if first >= min(req.queue_offset + req.offset_count, queue.max_offset):
+            return False
+        return queue.get(first)[0] == req.phy_offset
+
+    async def live_bytes(self, mapped: MappedFile) -> int:
+        """Bytes of the live entries in one segment (a walk of its entries)."""
+        return sum([req.size async for req in self._live_entries(mapped)])
+
+    async def _live_entries(self, mapped: MappedFile) -> AsyncIterator[DispatchRequest]:
+        """The live entries of one segment, letting the loop run every SLICE_S. Liveness only
+        ever ends (log starts move forward, units move away, topics go), so an entry found
+        dead stays dead while the walk waits."""
+        deadline = time.monotonic() + SLICE_S
+        for req in self._entries(mapped):
+            if self.is_live(req):
+                yield req
+            if time.monotonic() >= deadline:
+                await asyncio.sleep(0)
+                deadline = time.monotonic() + SLICE_S
+
+    def _entries(self, mapped: MappedFile) -> Iterator[DispatchRequest]:
+        commit_log = self._store.commit_log
+        end = min(mapped.end_offset, commit_log.max_offset)
+        for req in commit_log.iter_entries(mapped.start_offset, check_crc=False):
+            if req.phy_offset >= end:
+                return
+            yield req
+
+    # ---- deletion ---------------------------------------------------------------------------
+
+    async def delete_dead_segments(self) -> int:
+        """Delete the oldest segments while they hold nothing live; returns how many."""
+        files = self._store.commit_log.queue.files
+        deleted = 0
+        while len(files) > 1 and not self.stopping and await self.live_bytes(files[0]) == 0:
+            self._delete_oldest()
+            deleted += 1
+        self._zombies = [mapped for mapped in self._zombies if not mapped.close()]
+        return deleted
+
+    def _delete_oldest(self) -> None:
+        store = self._store
+        mapped = store.commit_log.queue.files.pop(0)
+        log.info("cleaner: deleting CommitLog segment %s", mapped.path)
+        if not mapped.destroy():
+            self._zombies.append(mapped)
+        store.index.service.delete_files_below(store.commit_log.min_offset)
+        self.stats.deleted_segments += 1
+
+    # ---- relocation -------------------------------------------------------------------------
+
+    async def clean(self, *, pressure: bool) -> int:
+        """Delete dead segments, then relocate the oldest while the CommitLog holds more than
+        the garbage factor times its live bytes (or, under ``pressure``, a full disk, while
+        the oldest has PRESSURE_MIN_GARBAGE of garbage). Returns how many segments went."""
+        deleted = await self.delete_dead_segments()
+        files = self._store.commit_log.queue.files
+        lives = {mapped.start_offset: await self.live_bytes(mapped) for mapped in list(files)}
+        live = sum(lives.values())
+        for _ in range(len(files)):
+            if self.stopping or len(files) < 2:
+                break
+            oldest = files[0]
+            garbage = 1 - lives.get(oldest.start_offset, 0) / oldest.size
+            over = len(files) * oldest.size > self._factor * live
+            if not (over or (pressure and garbage >= PRESSURE_MIN_GARBAGE)):
+                break
+            if not await self._relocate(oldest):
+                break
+            deleted += await self.delete_dead_segments()
+            if files and files[0] is oldest:
+                break  # not dead after all: the next pass looks again
+        return deleted
+
+    async def _relocate(self, mapped: MappedFile) -> bool:
+        """Copy the live entries of ``mapped`` (the oldest segment) to the head and repoint
+        their units; True when all of them moved."""
+        log.info("cleaner: relocating the live entries of %s", mapped.path)
+        started, moved = time.monotonic(), 0
+        touched: set[Path] = set()
+        chunk: list[tuple[DispatchRequest, int]] = []
+        chunk_bytes = 0
+        async for req in self._live_entries(mapped):
+            new_phy = self._copy(req)
+            if new_phy is None:
+                return False
+            chunk.append((req, new_phy))
+            chunk_bytes += req.size
+            if chunk_bytes >= CHUNK_BYTES:
+                if not await self._commit(chunk, touched):
+                    return False
+                moved += chunk_bytes
+                chunk, chunk_bytes = [], 0
+                await self._throttle(started, moved)
+                if self.stopping:
+                    return False
+        if not await self._commit(chunk, touched):
+            return False
+        return await self._sync_queue_files(touched)
+
+    def _copy(self, req: DispatchRequest) -> int | None:
+        """Append a copy of ``req``'s entry to the head; its CommitLog offset, or None."""
+        store = self._store
+        entry = store.commit_log.entry(req.phy_offset, req.size)
+        (body_len,) = BODY_LEN.unpack_from(entry, BODY_LEN_AT)
+        born_host = int.from_bytes(entry[48:56], "big", signed=True)
+        copy = DispatchRequest(req.topic, req.partition, req.queue_offset, req.offset_count, 0, 0,
+                               req.max_timestamp, req.store_timestamp, req.sys_flag | RELOCATED)
+        try:
+            store.commit_log.append(copy, entry[PREFIX_SIZE : PREFIX_SIZE + body_len],
+                                    bytes(entry[PREFIX_SIZE + body_len :]), born_host,
+                                    store.store_host, reserved=True)
+        except OSError as exc:
+            log.error("cleaner: copying %s-%d offset %d (CommitLog %d) failed: %s", req.topic,
+                      req.partition, req.queue_offset, req.phy_offset, exc)
+            return None
+        # Nothing waits to be dispatched: the copy needs no units of its own, and the
+        # IndexFile builder, which follows this mark, indexes its keys again.
+        store.dispatcher.dispatched_offset = store.commit_log.max_offset
+        return copy.phy_offset
+
+    async def _commit(self, chunk: list[tuple[DispatchRequest, int]], touched: set[Path]
+                      ) -> bool:
+        """Make a chunk of copies durable, then point their units at them."""
+        if not chunk:
+            return True
+        store = self._store
+        status = await store.flush_service.sync_to(store.commit_log.max_offset)
+        if status is not StoreStatus.OK:
+            log.error("cleaner: the CommitLog copies could not be synced (%s)", status.value)
+            return False
+        for req, new_phy in chunk:
+            topic = store.table.topics.get(req.topic)
+            if topic is None or req.partition >= topic.partitions:
+                continue  # deleted while the copies were synced: nothing to point
+            queue = store.queues.get(req.topic, req.partition)
+            try:
+                touched.update(queue.repoint(req.queue_offset, req.offset_count, req.phy_offset,
+                                             new_phy))
+            except OSError as exc:
+                log.error("cleaner: repointing %s-%d offset %d failed: %s", req.topic,
+                          req.partition, req.queue_offset, exc)
+                return False
+            self.stats.relocated_entries += 1
+            self.stats.relocated_bytes += req.size
+        return True
+
+    async def _sync_queue_files(self, paths: set[Path]) -> bool:
+        """fdatasync the ConsumeQueue files the repointed units went to."""
+        if not paths:
+            return True
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._executor, _sync_paths, sorted(paths))
+        except OSError as exc:
+            log.error("cleaner: syncing %d ConsumeQueue files failed: %s", len(paths), exc)
+            return False
+        return True
+
+    async def _throttle(self, started: float, moved: int) -> None:
+        """Sleep as long as copying ``moved`` bytes since ``started`` ran ahead of the rate."""
+        ahead = moved / self._rate - (time.monotonic() - started)
+        await asyncio.sleep(max(ahead, 0))
+
+
+def _sync_paths(paths: list[Path]) -> None:
+    if len(paths) > SYNCFS_FROM:
+        syncfs(paths[0].parent)
+        return
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
