@@ -7,6 +7,7 @@ RecordBatch v2 implementation lives in ``protocol.record_batch``.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 
@@ -35,3 +36,12 @@ class BodyFormat(Protocol):
 
     def max_timestamp_offset(self, body: memoryview) -> tuple[int, int] | None:
         """(offset, timestamp) of the record with the largest timestamp, or None if empty."""
+
+    def record_keys(self, body: memoryview) -> Iterator[tuple[int, bytes | None, bool, int]]:
+        """(offset, key, is tombstone, timestamp) of every record (the log compactor's view;
+        nothing for batches compaction must keep whole)."""
+
+    def compact(self, body: memoryview, keep: Callable[[int, bytes | None, bool, int], bool]
+                ) -> bytes | memoryview | None:
+        """The body with only the records ``keep`` accepts (same offsets): ``body`` itself
+        when all are kept, None when none is."""

@@ -169,7 +169,7 @@ class CommitLogCleaner:
                     return False
         if not await self._commit(chunk, touched):
             return False
-        return await self._sync_queue_files(touched)
+        return await self.sync_queue_files(touched)
 
     def _copy(self, req: DispatchRequest) -> int | None:
         """Append a copy of ``req``'s entry to the head; its CommitLog offset, or None."""
@@ -209,7 +209,7 @@ class CommitLogCleaner:
             queue = store.queues.get(req.topic, req.partition)
             try:
                 touched.update(queue.repoint(req.queue_offset, req.offset_count, req.phy_offset,
-                                             new_phy))
+                                             new_phy, req.size))
             except OSError as exc:
                 log.error("cleaner: repointing %s-%d offset %d failed: %s", req.topic,
                           req.partition, req.queue_offset, exc)
@@ -218,7 +218,7 @@ class CommitLogCleaner:
             self.stats.relocated_bytes += req.size
         return True
 
-    async def _sync_queue_files(self, paths: set[Path]) -> bool:
+    async def sync_queue_files(self, paths: set[Path]) -> bool:
         """fdatasync the ConsumeQueue files the repointed units went to."""
         if not paths:
             return True

@@ -43,6 +43,13 @@ class StoreConfig:
     # their live bytes.
     cleaner_garbage_factor: float = 2.0
     cleaner_io_max_bytes_per_second: float = 64 * 1024 * 1024  # log.cleaner.io.max.bytes.per.second
+    # Compaction: broker defaults of the topic configs of the same names (Kafka's log.cleaner.*)
+    log_cleanup_policy: str = "delete"  # log.cleanup.policy
+    min_cleanable_dirty_ratio: float = 0.5  # log.cleaner.min.cleanable.ratio
+    min_compaction_lag_ms: int = 0  # log.cleaner.min.compaction.lag.ms
+    max_compaction_lag_ms: int = 2**63 - 1  # log.cleaner.max.compaction.lag.ms
+    delete_retention_ms: int = 86_400_000  # log.cleaner.delete.retention.ms
+    cleaner_dedupe_buffer_size: int = 128 * 1024 * 1024  # log.cleaner.dedupe.buffer.size
     max_open_consumequeue_files: int = 0  # 0 = derived from RLIMIT_NOFILE
 
     def __post_init__(self) -> None:

@@ -53,6 +53,8 @@ log = logging.getLogger(__name__)
 
 PENDING_BYTES = 8192  # two pages of units: written out when this many have gathered
 PENDING_CAPACITY = PENDING_BYTES + 4096  # a batch of up to 204 records fits without a new buffer
+HEAD_SIZE = 12  # phyOffset and size: the part of a unit that moves with its entry
+RUN_BLOCK = 256  # units read at a time when looking back along a run
 
 
 class ConsumeQueue(QueueCore):
@@ -250,25 +252,66 @@ class ConsumeQueue(QueueCore):
         count = min(count, pending_from - offset, (self.file_bytes - at) // UNIT_SIZE)
         return self._file(index).pread(at, count * UNIT_SIZE)
 
-    def repoint(self, offset: int, count: int, old_phy: int, new_phy: int) -> list[Path]:
-        """Point the units of a batch stored at ``old_phy`` (offsets ``offset`` to
-        ``offset + count``, those still kept) at its copy at ``new_phy``, which has the same
-        size. Written to the files at once (pending units are drained first: a crash must not
-        lose a repointed unit whose old entry is then deleted); returns the files' paths, to
-        sync before the old entry goes. Nothing when the units point elsewhere now."""
+    def repoint(self, offset: int, count: int, old_phy: int, new_phy: int, new_size: int
+                ) -> list[Path]:
+        """Point the units that point at the batch stored at ``old_phy`` (offsets ``offset``
+        to ``offset + count`` that are still kept, and the run just below them that
+        compaction pointed at it) at ``new_phy`` / ``new_size``, keeping their tagsCode.
+        Written to the files at once (pending units are drained first: a crash must not lose
+        a repointed unit whose old entry is then deleted); returns the files' paths, to sync
+        before the old entry goes. Nothing when the units point elsewhere now."""
         lo, hi = max(offset, self.min_offset), min(offset + count, self.max_offset)
-        if lo >= hi:
-            return []
-        phy, size, tags = self.get(lo)
-        if phy != old_phy:
+        if lo >= hi or self.get(lo)[0] != old_phy:
             return []
         if hi > self.pending_from:
             self.drain()
-        return self._overwrite(lo, hi, CQ_UNIT.pack(new_phy, size, tags))
+        return self.point_at(self._run_start(lo, lambda unit: unit[0] == old_phy), hi, new_phy,
+                             new_size)
+
+    def point_at(self, lo: int, hi: int, phy: int, size: int) -> list[Path]:
+        """Point the units of offsets [lo, hi) at the entry ``phy`` / ``size``, keeping their
+        tagsCode (written to the files, or the pending buffer; returns the files)."""
+        head = CQ_UNIT.pack(phy, size, 0)[:HEAD_SIZE]
+        touched = []
+        if hi > self.pending_from:
+            at = max(lo, self.pending_from)
+            start = (at - self.pending_from) * UNIT_SIZE
+            _patch_heads(memoryview(self.pending)[start : start + (hi - at) * UNIT_SIZE], head)
+            hi = at
+        while lo < hi:
+            index, at = divmod(lo * UNIT_SIZE, self.file_bytes)
+            upto = min(hi, (index + 1) * self.entries_per_file)
+            mapped = self._file(index)
+            data = bytearray(mapped.pread(at, (upto - lo) * UNIT_SIZE))
+            _patch_heads(memoryview(data), head)
+            mapped.write_at(at, (data,), len(data))
+            touched.append(mapped.path)
+            lo = upto
+        return touched
+
+    def _run_start(self, offset: int, test: Callable[[tuple[int, int, int]], bool]) -> int:
+        """The first offset of the run of units ending just below ``offset`` that pass
+        ``test`` (compaction points a removed batch's offsets at the next batch it kept)."""
+        lo = offset
+        while lo > self.min_offset:
+            index = (lo - 1) // self.entries_per_file
+            first = max(self.min_offset, index * self.entries_per_file, lo - RUN_BLOCK)
+            if lo > self.pending_from:
+                first = max(first, self.pending_from)
+            block = self.units(lo - first, first)
+            units = list(CQ_UNIT.iter_unpack(block))
+            for i in range(len(units) - 1, -1, -1):
+                if not test(units[i]):
+                    return first + i + 1
+            lo = first
+        return lo
 
     def write_units(self, offset: int, count: int, phy: int, size: int, tags: int) -> None:
         """Units for a batch below ``max_offset`` (a relocated copy met by a rebuild), written
-        over whatever is there, possibly below the first offset the files hold."""
+        over whatever is there, possibly below the first offset the files hold. The units
+        just below it that are empty, or that point at the batch after it (offsets of batches
+        compaction removed, whose entries are gone, pointed there before this batch was met),
+        point at it."""
         hi = min(offset + count, self.max_offset)
         if offset >= hi:
             return
@@ -281,10 +324,13 @@ class ConsumeQueue(QueueCore):
         if offset < hi:
             self._overwrite(offset, hi, unit)
             self.min_offset = min(self.min_offset, offset)
+        after = self.get(offset + count)[0] if offset + count < self.max_offset else -1
+        below = self._run_start(offset, lambda unit: unit[1] == 0 or unit[0] == after)
+        if below < offset:
+            self.point_at(below, offset, phy, size)
 
-    def _overwrite(self, lo: int, hi: int, unit: bytes) -> list[Path]:
+    def _overwrite(self, lo: int, hi: int, unit: bytes) -> None:
         """Write ``unit`` into the files for offsets [lo, hi), creating files as needed."""
-        touched = []
         while lo < hi:
             index, at = divmod(lo * UNIT_SIZE, self.file_bytes)
             upto = min(hi, (index + 1) * self.entries_per_file)
@@ -292,9 +338,7 @@ class ConsumeQueue(QueueCore):
             mapped = self._file(index, create=True)
             mapped.write_at(at, (data,), len(data))
             mapped.wrote_position = max(mapped.wrote_position, at + len(data))  # to be synced
-            touched.append(mapped.path)
             lo = upto
-        return touched
 
     def _size_at(self, offset: int) -> int:
         return self.get(offset)[1]
@@ -371,6 +415,13 @@ class ConsumeQueue(QueueCore):
         else:
             self._path(index).unlink(missing_ok=True)
         self.file_indexes.remove(index)
+
+
+def _patch_heads(units: memoryview, head: bytes) -> None:
+    """Set the phyOffset and size of every unit in ``units`` (their tagsCode stays)."""
+    count = len(units) // UNIT_SIZE
+    for i, byte in enumerate(head):
+        units[i::UNIT_SIZE] = bytes((byte,)) * count
 
 
 class UnitReader:

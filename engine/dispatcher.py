@@ -26,6 +26,7 @@ class Dispatcher:
         # attribute: the IndexBuilder's C walk reads it without the GIL.
         self.end_cell = array("q", [0])
         self.listeners: list[Listener] = []
+        self.copies_placed = 0  # units of cleaner copies written by replay, not yet synced
 
     @property
     def dispatched_offset(self) -> int:
@@ -54,7 +55,8 @@ class Dispatcher:
                     self.queues.get(req.topic, req.partition).max_offset:
                 count += self._place_copy(req, commit_log)
             elif self._lacks(req):
-                self.dispatch(req, self.queues.get(req.topic, req.partition))
+                queue = self.queues.get(req.topic, req.partition)
+                self.dispatch(_over_gap(req, queue), queue)
                 count += 1
         self.dispatched_offset = commit_log.max_offset
         return count
@@ -63,17 +65,15 @@ class Dispatcher:
         queue = self.queues.get(req.topic, req.partition)
         if req.queue_offset < queue.max_offset:
             return self._torn(queue, req)
-        if req.queue_offset > queue.max_offset and queue.max_offset > queue.min_offset:
-            log.error("replay: %s-%d jumps from offset %d to %d (phy %d); the gap stays empty",
-                      req.topic, req.partition, queue.max_offset, req.queue_offset, req.phy_offset)
         return True
 
     def _place_copy(self, req: DispatchRequest, commit_log: CommitLog) -> bool:
-        """A copy the CommitLog cleaner made, below its queue's end: its units are written
-        unless they point at an entry that still exists (this copy, or the original when a
-        crash came before the cleaner repointed them: the cleaner will copy it again, and
-        units it did not sync must not outlive the original). A rebuild meets copies out of
-        offset order, possibly below the queue's first offset. Returns whether it wrote."""
+        """A copy the CommitLog cleaner or the compactor made, below its queue's end: its
+        units are written unless they point at it or at a later entry that still exists (the
+        later of two copies is the newer state; a crash may have come before the copy's units
+        were written). A rebuild meets copies out of offset order, possibly below the queue's
+        first offset. Returns whether it wrote; the caller syncs the queue files before any
+        segment can go (``copies_placed``)."""
         queue = self.queues.get(req.topic, req.partition)
         first = max(req.queue_offset, queue.min_offset)
         if first < req.queue_offset + req.offset_count:
@@ -81,10 +81,11 @@ class Dispatcher:
                 phy, size, _ = queue.get(first)
             except IndexError:  # a rebuild has not reached these offsets' file yet
                 phy = size = 0
-            if size and commit_log.entry(phy, size) is not None:
+            if size and phy >= req.phy_offset and commit_log.entry(phy, size) is not None:
                 return False
         queue.write_units(req.queue_offset, req.offset_count, req.phy_offset, req.size,
                           req.max_timestamp)
+        self.copies_placed += 1
         return True
 
     @staticmethod
@@ -97,3 +98,18 @@ class Dispatcher:
         log.warning("replay: %s-%d offsets %d..%d were cut short at %d; rewriting them",
                     req.topic, req.partition, req.queue_offset, end - 1, queue.max_offset)
         return True
+
+
+def _over_gap(req: DispatchRequest, queue: ConsumeQueue) -> DispatchRequest:
+    """``req`` as dispatched after the queue's end: when offsets lie between (batches that
+    compaction removed and whose entries are gone, or lost ones), their units point at this
+    batch too, as a fetch of a removed offset returns the next batch."""
+    gap = req.queue_offset - queue.max_offset
+    if gap <= 0 or queue.max_offset <= queue.min_offset:
+        return req
+    log.warning("replay: %s-%d offsets %d..%d have no batch; they point at the batch at %d "
+                "(phy %d)", req.topic, req.partition, queue.max_offset, req.queue_offset - 1,
+                req.queue_offset, req.phy_offset)
+    return DispatchRequest(req.topic, req.partition, queue.max_offset, req.offset_count + gap,
+                           req.phy_offset, req.size, req.max_timestamp, req.store_timestamp,
+                           req.sys_flag)

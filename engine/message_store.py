@@ -430,6 +430,25 @@ class MessageStore:
 
     # ---- helpers --------------------------------------------------------------------------------
 
+    def batch_entries(self, queue: ConsumeQueue, offset: int, end: int
+                      ) -> Iterator[tuple[memoryview, int]]:
+        """``_entries`` of the batches that begin below ``end`` (the log compactor's walk)."""
+        for entry, after in self._entries(queue, offset):
+            yield entry, after
+            if after >= end:
+                return
+
+    def batch_base(self, queue: ConsumeQueue, offset: int) -> int:
+        """The base offset of the batch holding ``offset``."""
+        phy, size, _ = queue.get(offset)
+        entry = self.commit_log.entry(phy, size)
+        return offset if entry is None else COUNT_AND_BASE.unpack_from(entry, 16)[1]
+
+    def bytes_between(self, queue: ConsumeQueue, lo: int, hi: int) -> int:
+        """CommitLog bytes of the batches that begin in [lo, hi): one step per batch."""
+        return sum(len(entry) for entry, _ in self.batch_entries(queue, lo, hi)) if lo < hi \
+            else 0
+
     def _entries(self, queue: ConsumeQueue, offset: int) -> Iterator[tuple[memoryview, int]]:
         """The CommitLog entries of a partition's batches from the one holding ``offset`` on,
         each with the offset after its batch."""

@@ -18,6 +18,7 @@ from engine.checkpoint import StoreCheckpoint
 from engine.commit_log import CommitLog, DispatchRequest
 from engine.consume_queue_store import ConsumeQueueStore
 from engine.dispatcher import Dispatcher
+from engine.flush_consume_queue_service import syncfs
 from engine.mapped_file_queue import StoreDamaged
 from engine.topic_table import TopicTable
 
@@ -64,7 +65,28 @@ def recover(commit_log: CommitLog, queues: ConsumeQueueStore, dispatcher: Dispat
     report.replayed_entries = dispatcher.replay(
         commit_log, replay_from, _acceptor(table, rebuild, normal_from))
     dispatcher.dispatched_offset = end
+    for topic_name, partition in rebuild:
+        _cover_from_log_start(queues, table, topic_name, partition)
+        # a rebuild may bring back records a compaction had removed: all of it is dirty again
+        if table.topics[topic_name].cleaned_offsets.pop(partition, None) is not None:
+            table.save()
+    if dispatcher.copies_placed:
+        # units pointing at copies: on disk before the cleaner may delete the originals
+        queues.drain()
+        syncfs(queues.paths.consumequeue)
+        dispatcher.copies_placed = 0
     return report
+
+
+def _cover_from_log_start(queues: ConsumeQueueStore, table: TopicTable, topic: str,
+                          partition: int) -> None:
+    """A rebuilt queue whose first batch begins above the log start (compaction removed the
+    batches before it, and their entries are gone): those offsets point at that batch, as
+    they did before, so the log start and the offsets stay where they were."""
+    queue = queues.get(topic, partition)
+    start = table.topics[topic].log_start_offsets.get(partition, 0)
+    if queue.max_offset > queue.min_offset > start:
+        queue.write_units(start, queue.min_offset - start, *queue.get(queue.min_offset))
 
 
 def _warn_cut(commit_log: CommitLog, end: int) -> None:

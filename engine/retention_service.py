@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from engine.commit_log import COUNT_AND_BASE
 from engine.commit_log_cleaner import CommitLogCleaner
 from engine.config import StoreConfig
+from engine.log_compactor import LogCompactor, cleanup_policy
 
 if TYPE_CHECKING:
     from engine.consume_queue import ConsumeQueue
@@ -36,6 +37,7 @@ class RetentionService:
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
         self.cleaner = CommitLogCleaner(store, config)
+        self.compactor = LogCompactor(store, config, self.cleaner)
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="retention")
@@ -75,10 +77,13 @@ class RetentionService:
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         changed = False
         for topic in self._store.topics():
+            if "delete" not in cleanup_policy(topic, self._config):
+                continue  # compacted only: Kafka deletes nothing by time or size
             for partition in range(topic.partitions):
                 changed |= self._apply_topic_retention(topic.name, partition, topic.configs, now_ms)
         if changed:
             self._store.table.save()
+        await self.compactor.run(now_ms)
         return await self.cleaner.clean(pressure=pressure)
 
     def _apply_topic_retention(self, topic: str, partition: int, configs: dict[str, str],
@@ -113,7 +118,8 @@ def _offset_keeping_bytes(store: MessageStore, queue: ConsumeQueue, start: int, 
         phy, size, _ = queue.get(offset - 1)
         entry = store.commit_log.entry(phy, size)
         first = COUNT_AND_BASE.unpack_from(entry, 16)[1] if entry is not None else offset - 1
-        first = max(first, start)
+        # below the batch (compaction points removed offsets at the next batch kept)
+        first = max(min(first, offset - 1), start)
         if kept + size > limit:
             return offset
         kept += size

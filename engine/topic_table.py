@@ -37,12 +37,16 @@ class TopicRecord:
     configs: dict[str, str] = field(default_factory=dict)
     log_start_offsets: dict[int, int] = field(default_factory=dict)  # only where advanced
     created_phy: int = 0  # CommitLog end at creation: older entries belong to a deleted namesake
+    # compacted topics: where each partition's dirty part begins (Kafka's cleaner checkpoint)
+    cleaned_offsets: dict[int, int] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, data: dict) -> TopicRecord:
         starts = {int(p): int(o) for p, o in data.get("log_start_offsets", {}).items()}
+        cleaned = {int(p): int(o) for p, o in data.get("cleaned_offsets", {}).items()}
         return cls(data["name"], int(data["partitions"]), data["topic_id"],
-                   dict(data.get("configs", {})), starts, int(data.get("created_phy", 0)))
+                   dict(data.get("configs", {})), starts, int(data.get("created_phy", 0)),
+                   cleaned)
 
 
 class TopicTable:

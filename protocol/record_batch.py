@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import enum
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -257,6 +257,46 @@ class KafkaBodyFormat:
             if best is None or record.timestamp > best[1]:
                 best = (record.offset, record.timestamp)
         return best
+
+
+    def record_keys(self, body: memoryview) -> Iterator[tuple[int, bytes | None, bool, int]]:
+        """(offset, key, is tombstone, timestamp) of each record; nothing for control
+        batches (the log cleaner's view; decompresses)."""
+        if read_header(body).is_control:
+            return iter(())
+        return ((r.offset, r.key, r.value is None, r.timestamp) for r in _records(body))
+
+    def compact(self, body: memoryview, keep: Callable[[int, bytes | None, bool, int], bool]
+                ) -> bytes | memoryview | None:
+        """The batch with only the records ``keep(offset, key, is tombstone, timestamp)``
+        accepts: ``body`` itself when all are kept, None when none is, else a new batch with
+        the same base offset, last offset delta, producer id, epoch, base sequence,
+        attributes and leader epoch, so offsets and idempotent producer state survive (as
+        Kafka's cleaner writes it). Control batches are always kept whole."""
+        header = read_header(body)
+        if header.is_control:
+            return body
+        records = list(_records(body))
+        kept = [r for r in records if keep(r.offset, r.key, r.value is None, r.timestamp)]
+        if len(kept) == len(records):
+            return body
+        if not kept:
+            return None
+        builder = DefaultRecordBatchBuilder(MAGIC_V2, header.attributes & CODEC_MASK,
+                                            int(header.is_transactional), header.producer_id,
+                                            header.producer_epoch, header.base_sequence,
+                                            2 ** 31 - 1)
+        for r in kept:
+            builder.append(r.offset - header.base_offset, r.timestamp, r.key, r.value,
+                           list(r.headers))
+        out = memoryview(builder.build())
+        BASE_OFFSET.pack_into(out, 0, header.base_offset)
+        struct.pack_into(">i", out, 12, header.partition_leader_epoch)
+        struct.pack_into(">hi", out, ATTRIBUTES_AT, header.attributes, header.last_offset_delta)
+        if header.attributes & TIMESTAMP_TYPE_MASK:
+            struct.pack_into(">q", out, MAX_TIMESTAMP_AT, header.max_timestamp)
+        _reseal(out)
+        return bytes(out)
 
 
 _DECOMPRESS = {CODECS["gzip"]: gzip_decode, CODECS["snappy"]: snappy_decode,

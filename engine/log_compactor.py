@@ -1,0 +1,254 @@
+"""LogCompactor: ``cleanup.policy=compact`` partitions keep the last record of every key.
+
+Kafka's log cleaner over the shared CommitLog (docs/architecture.md, "The log's lifecycle").
+A partition is cleaned when its dirty part (from its cleaner checkpoint, ``cleaned_offsets``
+in the topic table, to the cleanable end) is at least ``min.cleanable.dirty.ratio`` of its
+bytes, or its oldest dirty batch is older than ``max.compaction.lag.ms``. The cleanable end
+stops before batches younger than ``min.compaction.lag.ms`` and before the last batch. A
+cleaning maps every key of the dirty part to its last offset, then rewrites each batch from
+the log start to the cleanable end that holds a superseded record (or a tombstone older than
+``delete.retention.ms``): the kept records go into a batch with the same base offset, last
+offset delta and producer fields, appended as a ``RELOCATED`` entry, and the batch's units
+point at it once it is durable. A batch left with nothing is dropped: its offsets point at
+the next batch kept, so a fetch there returns the next record. The old entries are dead from
+then on; the CommitLogCleaner frees their segments. Units are synced before the checkpoint
+moves, so a crash at any point leaves the partition readable and the cleaning repeatable.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from engine.commit_log import BODY_LEN, BODY_LEN_AT, PREFIX_SIZE, RELOCATED, body_of
+from engine.commit_log_cleaner import SLICE_S
+from engine.config import StoreConfig
+from engine.status import StoreStatus
+from engine.topic_table import TopicRecord
+
+if TYPE_CHECKING:
+    from engine.commit_log_cleaner import CommitLogCleaner
+    from engine.consume_queue import ConsumeQueue
+    from engine.message_store import MessageStore
+
+log = logging.getLogger(__name__)
+
+MAP_ENTRY_BYTES = 24  # as Kafka counts its offset map: a 16-byte key hash and an 8-byte offset
+CHUNK_BYTES = 1 << 20  # rewritten batches made durable (one fdatasync) before units move
+
+
+def cleanup_policy(topic: TopicRecord, config: StoreConfig) -> set[str]:
+    value = topic.configs.get("cleanup.policy", config.log_cleanup_policy)
+    return {item.strip() for item in value.split(",") if item.strip()}
+
+
+@dataclass(slots=True)
+class Pointing:
+    """Units of offsets [lo, hi) of a partition to point at an entry once it is durable."""
+
+    lo: int
+    hi: int
+    phy: int
+    size: int
+
+
+class LogCompactor:
+    def __init__(self, store: MessageStore, config: StoreConfig, cleaner: CommitLogCleaner
+                 ) -> None:
+        self._store = store
+        self._config = config
+        self._cleaner = cleaner
+        self._max_keys = max(1, config.cleaner_dedupe_buffer_size // MAP_ENTRY_BYTES)
+        self.cleaned_partitions = 0
+        self.rewritten_batches = 0
+        self.dropped_batches = 0
+
+    def _setting(self, topic: TopicRecord, name: str, default: float) -> float:
+        return float(topic.configs.get(name, default))
+
+    async def run(self, now_ms: int) -> int:
+        """Clean every compacted partition that is due; returns how many were cleaned."""
+        cleaned = 0
+        for topic in list(self._store.topics()):
+            if "compact" not in cleanup_policy(topic, self._config):
+                continue
+            for partition in range(topic.partitions):
+                if self._cleaner.stopping or self._store.table.get(topic.name) is not topic:
+                    return cleaned
+                window = self._due(topic, partition, now_ms)
+                if window is not None and await self.clean(topic, partition, *window, now_ms):
+                    cleaned += 1
+        return cleaned
+
+    # ---- when --------------------------------------------------------------------------------
+
+    def _due(self, topic: TopicRecord, partition: int, now_ms: int) -> tuple[int, int] | None:
+        """(first dirty offset, cleanable end) when the partition should be cleaned."""
+        store, config = self._store, self._config
+        queue = store.queues.get(topic.name, partition)
+        start, end = store.log_start_offset(topic.name, partition), queue.max_offset
+        if end - start < 2:
+            return None
+        dirty_from = max(topic.cleaned_offsets.get(partition, 0), start)
+        lag = self._setting(topic, "min.compaction.lag.ms", config.min_compaction_lag_ms)
+        last_base = store.batch_base(queue, end - 1)
+        young = queue.search_offset(lambda unit: unit[2] > now_ms - lag, dirty_from)
+        cleanable_end = min(last_base, young)
+        if cleanable_end <= dirty_from:
+            return None
+        max_lag = self._setting(topic, "max.compaction.lag.ms", config.max_compaction_lag_ms)
+        if queue.get(dirty_from)[2] < now_ms - max_lag:
+            return dirty_from, cleanable_end  # a dirty record waited too long
+        dirty = store.bytes_between(queue, dirty_from, cleanable_end)
+        total = dirty + store.bytes_between(queue, start, dirty_from)
+        ratio = self._setting(topic, "min.cleanable.dirty.ratio",
+                              config.min_cleanable_dirty_ratio)
+        return (dirty_from, cleanable_end) if total and dirty / total >= ratio else None
+
+    # ---- how ---------------------------------------------------------------------------------
+
+    async def clean(self, topic: TopicRecord, partition: int, dirty_from: int, end: int,
+                    now_ms: int) -> bool:
+        store = self._store
+        queue = store.queues.get(topic.name, partition)
+        last, end = await self._offset_map(queue, dirty_from, end)
+        if end <= dirty_from:
+            return False
+        horizon = now_ms - self._setting(topic, "delete.retention.ms",
+                                         self._config.delete_retention_ms)
+
+        def keep(offset: int, key: bytes | None, tombstone: bool, timestamp: int) -> bool:
+            if key is None:
+                return True
+            newest = last.get(_digest(key))
+            if newest is not None and offset < newest:
+                return False  # superseded
+            return not (tombstone and timestamp < horizon)
+
+        touched = await self._rewrite(topic, queue, end, keep)
+        if touched is None or not await self._cleaner.sync_queue_files(touched):
+            return False
+        if store.table.get(topic.name) is topic:
+            topic.cleaned_offsets[partition] = end
+            store.table.save()
+        self.cleaned_partitions += 1
+        log.info("compaction: cleaned %s-%d up to offset %d (%d keys)", topic.name, partition,
+                 end, len(last))
+        return True
+
+    async def _offset_map(self, queue: ConsumeQueue, dirty_from: int, end: int
+                          ) -> tuple[dict[bytes, int], int]:
+        """Each key's last offset in [dirty_from, end), and where the map stopped (before end
+        when it filled up, as Kafka's cleaner cleans in parts)."""
+        store, body_format = self._store, self._store.body_format
+        last: dict[bytes, int] = {}
+        deadline = time.monotonic() + SLICE_S
+        offset = dirty_from
+        for entry, after in store.batch_entries(queue, dirty_from, end):
+            if len(last) >= self._max_keys:
+                return last, offset
+            for record_offset, key, _tombstone, _ts in body_format.record_keys(body_of(entry)):
+                if key is not None:
+                    last[_digest(key)] = record_offset
+            offset = after
+            if time.monotonic() >= deadline:
+                await asyncio.sleep(0)
+                deadline = time.monotonic() + SLICE_S
+        return last, end
+
+    async def _rewrite(self, topic: TopicRecord, queue: ConsumeQueue, end: int, keep
+                       ) -> set[Path] | None:
+        """Rewrite the batches of [log start, end) through ``keep``; returns the queue files
+        written (to sync), or None when it stopped on an error."""
+        store = self._store
+        start = store.log_start_offset(topic.name, queue.partition)
+        touched: set[Path] = set()
+        pending: list[Pointing] = []
+        run_lo: int | None = None  # start of the offsets of dropped batches not yet pointed
+        chunk_bytes, covered = 0, start
+        deadline = time.monotonic() + SLICE_S
+        for entry, after in store.batch_entries(queue, start, end):
+            body = body_of(entry)
+            result = store.body_format.compact(body, keep)
+            if result is None:  # nothing kept: its offsets point at the next batch kept
+                run_lo = covered if run_lo is None else run_lo
+                covered = after
+                self.dropped_batches += 1
+                continue
+            if result is not body:
+                copy = self._append(entry, result)
+                if copy is None:
+                    return None
+                pending.append(Pointing(covered if run_lo is None else run_lo, after, *copy))
+                chunk_bytes += copy[1]
+                self.rewritten_batches += 1
+            elif run_lo is not None:
+                pending.append(Pointing(run_lo, covered, *_phy_and_size(entry)))
+            run_lo, covered = None, after
+            if chunk_bytes >= CHUNK_BYTES or time.monotonic() >= deadline:
+                if not await self._apply(topic, queue, pending, touched):
+                    return None
+                pending, chunk_bytes = [], 0
+                deadline = time.monotonic() + SLICE_S
+        if run_lo is not None:  # the batch at ``end`` takes the last dropped offsets
+            phy, size, _ = queue.get(end)
+            pending.append(Pointing(run_lo, end, phy, size))
+        if not await self._apply(topic, queue, pending, touched):
+            return None
+        return touched
+
+    def _append(self, entry: memoryview, body: bytes) -> tuple[int, int] | None:
+        """Append a rewritten batch as a copy of ``entry``: (phy, size), or None."""
+        store = self._store
+        req, _ = store.commit_log.decode(_phy_and_size(entry)[0], check_crc=False)
+        (body_len,) = BODY_LEN.unpack_from(entry, BODY_LEN_AT)
+        req.sys_flag |= RELOCATED
+        born_host = int.from_bytes(entry[48:56], "big", signed=True)
+        try:
+            store.commit_log.append(req, memoryview(bytearray(body)),
+                                    bytes(entry[PREFIX_SIZE + body_len :]), born_host,
+                                    store.store_host, reserved=True)
+        except OSError as exc:
+            log.error("compaction: writing the cleaned batch of %s-%d at offset %d failed: %s",
+                      req.topic, req.partition, req.queue_offset, exc)
+            return None
+        store.dispatcher.dispatched_offset = store.commit_log.max_offset
+        return req.phy_offset, req.size
+
+    async def _apply(self, topic: TopicRecord, queue: ConsumeQueue, pending: list[Pointing],
+                     touched: set[Path]) -> bool:
+        """Make the rewritten batches durable, then point the units at them."""
+        if not pending:
+            return True
+        store = self._store
+        status = await store.flush_service.sync_to(store.commit_log.max_offset)
+        if status is not StoreStatus.OK:
+            log.error("compaction: %s-%d: the cleaned batches could not be synced (%s)",
+                      topic.name, queue.partition, status.value)
+            return False
+        if store.table.get(topic.name) is not topic:
+            return False  # deleted meanwhile
+        try:
+            if pending[-1].hi > queue.pending_from:
+                queue.drain()
+            for pointing in pending:
+                touched.update(queue.point_at(max(pointing.lo, queue.min_offset), pointing.hi,
+                                              pointing.phy, pointing.size))
+        except OSError as exc:
+            log.error("compaction: %s-%d: pointing units at the cleaned batches failed: %s",
+                      topic.name, queue.partition, exc)
+            return False
+        return True
+
+
+def _digest(key: bytes) -> bytes:
+    return hashlib.md5(key, usedforsecurity=False).digest()
+
+
+def _phy_and_size(entry: memoryview) -> tuple[int, int]:
+    """PHYSICALOFFSET and TOTALSIZE of a whole CommitLog entry."""
+    return int.from_bytes(entry[28:36], "big"), int.from_bytes(entry[0:4], "big")
