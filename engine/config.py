@@ -63,5 +63,12 @@ class StoreConfig:
         if self.cleaner_garbage_factor <= 1:
             raise ValueError(f"cleaner garbage factor {self.cleaner_garbage_factor} must be "
                              f"above 1 (relocation copies live data out of garbage)")
+        policy = {item.strip() for item in self.log_cleanup_policy.split(",")}
+        if not policy or not policy <= {"delete", "compact"}:
+            raise ValueError(f"cleanup policy {self.log_cleanup_policy!r}: a list of delete "
+                             f"and compact")
+        if not 0 <= self.min_cleanable_dirty_ratio <= 1:
+            raise ValueError(f"min cleanable dirty ratio {self.min_cleanable_dirty_ratio} is "
+                             f"outside [0, 1]")
         if self.cleaner_io_max_bytes_per_second <= 0:
             raise ValueError("cleaner I/O rate must be positive")

@@ -34,6 +34,7 @@ from engine.flush_commit_log_service import FlushCommitLogService
 from engine.flush_consume_queue_service import FlushConsumeQueueService
 from engine.group_commit_service import GroupCommitService
 from engine.index_builder import IndexBuilder
+from engine.log_compactor import cleanup_policy
 from engine.mapped_file_queue import MappedFileQueue
 from engine.paths import StorePaths
 from engine.recovery import RecoveryReport, recover
@@ -226,6 +227,11 @@ class MessageStore:
             record.partitions = total
             self.table.save()
         return TopicResult(StoreStatus.OK)
+
+    def compacted(self, name: str) -> bool:
+        """Whether the topic's cleanup.policy includes compact (its records need keys)."""
+        record = self.table.get(name)
+        return record is not None and "compact" in cleanup_policy(record, self.config)
 
     def alter_topic_configs(self, name: str, changes: dict[str, str | None]) -> TopicResult:
         """Set (value) or remove (None) topic configs; the store reads retention and timestamps."""

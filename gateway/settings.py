@@ -148,6 +148,19 @@ SETTINGS: dict[str, Setting] = {
         "store.cleaner_garbage_factor", float,
         "relocate the oldest CommitLog segment's live entries while the segments hold more "
         "than this many times their live bytes (2.0)"),
+    "log.cleanup.policy": Setting("store.log_cleanup_policy", str,
+                                  "default cleanup.policy: delete, compact or both (delete)"),
+    "log.cleaner.min.cleanable.ratio": Setting(
+        "store.min_cleanable_dirty_ratio", float, "default min.cleanable.dirty.ratio (0.5)"),
+    "log.cleaner.min.compaction.lag.ms": Setting(
+        "store.min_compaction_lag_ms", int, "default min.compaction.lag.ms (0)"),
+    "log.cleaner.max.compaction.lag.ms": Setting(
+        "store.max_compaction_lag_ms", int, "default max.compaction.lag.ms (no limit)"),
+    "log.cleaner.delete.retention.ms": Setting(
+        "store.delete_retention_ms", int, "default delete.retention.ms (86400000: 1 day)"),
+    "log.cleaner.dedupe.buffer.size": Setting(
+        "store.cleaner_dedupe_buffer_size", int,
+        "compaction's key map: 24 bytes a key, as Kafka counts it (134217728)"),
     "log.cleaner.io.max.bytes.per.second": Setting(
         "store.cleaner_io_max_bytes_per_second", float,
         "the CommitLog cleaner copies at most this many bytes a second (67108864)"),

@@ -2,7 +2,8 @@
 
 Topics keep only the values set on them (``TopicRecord.configs``); everything else reads the
 broker default. CommitGate acts on ``retention.ms``, ``retention.bytes``,
-``max.message.bytes`` and ``message.timestamp.type``; the other names are accepted and stored
+``max.message.bytes``, ``message.timestamp.type``, ``cleanup.policy`` and the compaction
+settings; the other names are accepted and stored
 so that tools which set them (Kafka Connect, Streams, Spark) keep working, and their
 documentation (DescribeConfigs v3+) says so. Validation messages are Kafka's ConfigDef ones.
 """
@@ -48,15 +49,21 @@ def _const(value: str | None) -> Callable[[BrokerConfig], str | None]:
 
 _WEEK_MS = str(7 * 24 * 3600 * 1000)
 TOPIC_CONFIGS: dict[str, TopicConfig] = {c.name: c for c in [
-    TopicConfig("cleanup.policy", ConfigType.LIST, _const("delete"), ("delete", "compact"),
-                synonym="log.cleanup.policy"),
+    TopicConfig("cleanup.policy", ConfigType.LIST, lambda c: c.store.log_cleanup_policy,
+                ("delete", "compact"), synonym="log.cleanup.policy",
+                doc="delete: retention.ms / retention.bytes drop old batches; compact: the "
+                    "last record of every key is kept and older ones are removed; both: both."),
     TopicConfig("compression.type", ConfigType.STRING, _const("producer"),
                 ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
                 synonym="compression.type"),
     TopicConfig("compression.gzip.level", ConfigType.INT, _const("-1")),
     TopicConfig("compression.lz4.level", ConfigType.INT, _const("9")),
     TopicConfig("compression.zstd.level", ConfigType.INT, _const("3")),
-    TopicConfig("delete.retention.ms", ConfigType.LONG, _const("86400000"), minimum=0),
+    TopicConfig("delete.retention.ms", ConfigType.LONG,
+                lambda c: str(c.store.delete_retention_ms), minimum=0,
+                synonym="log.cleaner.delete.retention.ms",
+                doc="Compacted topics: how long tombstones (records with a null value) are "
+                    "kept after their timestamp before a cleaning removes them."),
     TopicConfig("file.delete.delay.ms", ConfigType.LONG, _const("60000"), minimum=0),
     TopicConfig("flush.messages", ConfigType.LONG, _const("9223372036854775807"), minimum=1),
     TopicConfig("flush.ms", ConfigType.LONG, _const("9223372036854775807"), minimum=0),
@@ -65,8 +72,11 @@ TOPIC_CONFIGS: dict[str, TopicConfig] = {c.name: c for c in [
     TopicConfig("leader.replication.throttled.replicas", ConfigType.LIST, _const("")),
     TopicConfig("local.retention.bytes", ConfigType.LONG, _const("-2"), minimum=-2),
     TopicConfig("local.retention.ms", ConfigType.LONG, _const("-2"), minimum=-2),
-    TopicConfig("max.compaction.lag.ms", ConfigType.LONG, _const("9223372036854775807"),
-                minimum=1),
+    TopicConfig("max.compaction.lag.ms", ConfigType.LONG,
+                lambda c: str(c.store.max_compaction_lag_ms), minimum=1,
+                synonym="log.cleaner.max.compaction.lag.ms",
+                doc="Compacted topics: a dirty record older than this is cleaned whatever "
+                    "the dirty ratio."),
     TopicConfig("max.message.bytes", ConfigType.INT, lambda c: str(c.message_max_bytes),
                 minimum=0, synonym="message.max.bytes",
                 doc="The largest record batch (after compression) a producer may append."),
@@ -78,9 +88,15 @@ TOPIC_CONFIGS: dict[str, TopicConfig] = {c.name: c for c in [
                 ("CreateTime", "LogAppendTime"), synonym="log.message.timestamp.type",
                 doc="CreateTime keeps the producer's timestamps; LogAppendTime stamps each "
                     "batch with the broker's clock when it is stored."),
-    TopicConfig("min.cleanable.dirty.ratio", ConfigType.DOUBLE, _const("0.5"), minimum=0,
-                maximum=1),
-    TopicConfig("min.compaction.lag.ms", ConfigType.LONG, _const("0"), minimum=0),
+    TopicConfig("min.cleanable.dirty.ratio", ConfigType.DOUBLE,
+                lambda c: str(c.store.min_cleanable_dirty_ratio), minimum=0, maximum=1,
+                synonym="log.cleaner.min.cleanable.ratio",
+                doc="Compacted topics: a partition is cleaned once the bytes written since its "
+                    "last cleaning are this share of its bytes."),
+    TopicConfig("min.compaction.lag.ms", ConfigType.LONG,
+                lambda c: str(c.store.min_compaction_lag_ms), minimum=0,
+                synonym="log.cleaner.min.compaction.lag.ms",
+                doc="Compacted topics: records younger than this are not cleaned."),
     TopicConfig("min.insync.replicas", ConfigType.INT, _const("1"), minimum=1,
                 synonym="min.insync.replicas"),
     TopicConfig("preallocate", ConfigType.BOOLEAN, _const("false")),

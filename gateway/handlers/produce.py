@@ -66,6 +66,12 @@ def _append(ctx: RequestContext, topic, index: int, records) -> tuple[object, in
         return _fail(out, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                      f"Produce requests with version {ctx.api_version} are not allowed to use "
                      f"ZStandard compression"), -1
+    if not batch.is_control and broker.store.compacted(name) and \
+            len(broker.store.body_format.keys(records)) < batch.record_count:
+        log.info("produce to %s-%d from %s refused: a record without a key", name, index,
+                 ctx.who())
+        return _fail(out, ErrorCode.INVALID_RECORD, f"Compacted topic cannot accept message "
+                                                    f"without key in topic partition {name}-{index}."), -1
     verdict = broker.producers.check(topic.topic_id, index, batch)
     if verdict.error is not ErrorCode.NONE:
         log.info("produce to %s-%d from %s refused: %s", name, index, ctx.who(), verdict.message)
