@@ -25,6 +25,7 @@ TOTALSIZE covers the rest of the segment; the entry goes to the next segment.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -147,6 +148,12 @@ class CommitLog:
             raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)}: {self.queue.directory} has "
                                         f"{free} bytes free, below the {self.reserve_bytes} kept "
                                         f"for a new segment and the CommitLog cleaner")
+
+    def recheck_space(self) -> None:
+        """After the cleaner ran: end a refusal spell once the reserve is free again."""
+        if self.refusing:
+            with contextlib.suppress(OSError):
+                self._check_reserve()
 
     def free_bytes(self) -> int:
         """Free space of the filesystem the CommitLog lives on, as an unprivileged user has it."""

@@ -214,6 +214,10 @@ class IndexBuilder:
         return True
 
     def _skip_invalid(self, end: int) -> bool:
+        lowest = self._commit_log.min_offset
+        if self.position < lowest:  # the cleaner deleted the segment under the walk
+            self.position = lowest
+            return True
         log.error("index: no valid CommitLog entry at %d below the dispatched end %d; "
                   "skipping to it", self.position, end)
         self.position = end

@@ -211,6 +211,8 @@ class MessageStore:
         self.queues.delete_topic(name)
         self._trailers.pop(name, None)
         log.info("deleted topic %s", name)
+        if self.commit_log.refusing:  # its space may end the refusal: clean now
+            self.retention.wake()
         return TopicResult(StoreStatus.OK)
 
     def create_partitions(self, name: str, total: int, *, validate_only: bool = False
@@ -294,7 +296,7 @@ class MessageStore:
             log.error("disk full: refusing writes (first %s-%d at offset %d) until retention, "
                       "a deleted topic or the CommitLog cleaner frees space; reads go on: %s",
                       topic, partition, offset, exc)
-        self.retention.wake()
+            self.retention.wake()  # once a spell: the cleaner then retries every second
 
     def _undo_append(self, queue: ConsumeQueue, req: DispatchRequest) -> None:
         """A failed append leaves no trace: neither the units a partial dispatch wrote nor the
@@ -381,6 +383,8 @@ class MessageStore:
             return StoreStatus.OFFSET_OUT_OF_RANGE, self._log_start(queue)
         self.advance_log_start(topic, partition, target)
         self.table.save()
+        if self.commit_log.refusing:
+            self.retention.wake()
         return StoreStatus.OK, self._log_start(queue)
 
     def advance_log_start(self, topic: str, partition: int, offset: int) -> None:

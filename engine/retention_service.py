@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PRESSURE_RETRY_S = 1.0  # a full disk the last pass could not relieve is looked at again after
+PRESSURE_RETRY_S = 1.0  # how often a pass runs while writes are refused for space
 
 
 class RetentionService:
@@ -56,21 +56,21 @@ class RetentionService:
 
     async def _run(self) -> None:
         interval = self._config.retention_check_interval_ms / 1000
+        commit_log = self._store.commit_log
         while not self._stop.is_set():
+            # while writes are refused for space, look every PRESSURE_RETRY_S; a deleted
+            # topic or DeleteRecords wakes it sooner
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), interval)
+                await asyncio.wait_for(self._wake.wait(),
+                                       PRESSURE_RETRY_S if commit_log.refusing else interval)
             self._wake.clear()
             if self._stop.is_set():
                 return
-            pressure = self._store.commit_log.refusing
             try:
-                freed = await self.run_once(pressure=pressure)
+                await self.run_once(pressure=commit_log.refusing)
             except Exception:  # logged with its traceback; the next pass tries again
                 log.exception("retention pass failed; retrying in %.0f s", interval)
-                continue
-            if pressure and not freed:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stop.wait(), PRESSURE_RETRY_S)
+            commit_log.recheck_space()
 
     async def run_once(self, now_ms: int | None = None, *, pressure: bool = False) -> int:
         """One pass; returns how many CommitLog segments were deleted."""

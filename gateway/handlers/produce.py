@@ -85,7 +85,10 @@ def _append(ctx: RequestContext, topic, index: int, records) -> tuple[object, in
     result = broker.store.append(name, index, records, offset_count=batch.offset_count,
                                  max_timestamp=batch.max_timestamp, sys_flag=batch.attributes)
     if result.status is not StoreStatus.OK:
-        log.warning("append to %s-%d from %s failed: %s", name, index, ctx.who(), result.error)
+        # the store logs disk errors itself, a full disk once per spell
+        level = logging.DEBUG if result.status is StoreStatus.DISK_ERROR else logging.WARNING
+        log.log(level, "append to %s-%d from %s failed: %s", name, index, ctx.who(),
+                result.error)
         return _fail(out, STORE_ERRORS[result.status], result.error or None), -1
     timestamp = batch.max_timestamp if result.log_append_time < 0 else result.log_append_time
     broker.producers.record(topic.topic_id, index, batch, result.base_offset, timestamp,
