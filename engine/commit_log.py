@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from engine.body_format import BodyFormat
 from engine.mapped_file import MappedFile
 from engine.mapped_file_queue import MappedFileQueue
+from engine.segment_ledger import SegmentLedger
 
 try:
     from engine._commit_log import write_entry as _write_entry
@@ -82,6 +83,7 @@ class CommitLog:
         self.reserve_bytes = RESERVED_SEGMENTS * queue.file_size
         self.refusing = False  # the last client roll was refused for space
         self.refusal_spells = 0  # how often refusing began
+        self.ledger = SegmentLedger(queue.file_size)  # dead bytes per segment (the cleaner's)
 
     @property
     def min_offset(self) -> int:
@@ -162,6 +164,7 @@ class CommitLog:
 
     def _close_segment(self, mapped: MappedFile) -> None:
         rest = mapped.free_bytes
+        self.ledger.died(mapped.start_offset + mapped.wrote_position, rest)
         mapped.append((BLANK.pack(rest, BLANK_MAGIC),), BLANK.size)
         mapped.wrote_position = mapped.size  # the filler's TOTALSIZE covers the rest
 

@@ -99,13 +99,57 @@ class CommitLogCleaner:
                 return
             yield req
 
+    # ---- accounting -------------------------------------------------------------------------
+
+    async def _account(self) -> None:
+        """Bring the ledger up to date: walk the batches whose log start passed them (and
+        delete the ConsumeQueue files wholly below), or every segment when it is invalid."""
+        store, ledger = self._store, self._store.commit_log.ledger
+        moves, ledger.moves = ledger.moves, []
+        deadline = time.monotonic() + SLICE_S
+        for move in moves:
+            if store.table.get(move.topic) is not move.incarnation:
+                continue  # deleted: the ledger was invalidated with it
+            queue = store.queues.get(move.topic, move.partition)
+            if ledger.valid:
+                for entry, after in store.batch_entries(queue, move.old, move.new):
+                    if after <= move.new:
+                        ledger.died(int.from_bytes(entry[28:36], "big"), len(entry))
+                    if time.monotonic() >= deadline:
+                        await asyncio.sleep(0)
+                        deadline = time.monotonic() + SLICE_S
+            queue.delete_files_below(store.log_start_offset(move.topic, move.partition))
+        if not ledger.valid:
+            ledger.reset(await self._walk_all())
+
+    async def _walk_all(self) -> dict[int, tuple[int, int]]:
+        """Each segment's (bytes written, live bytes), walked a slice at a time."""
+        lives = {}
+        for mapped in list(self._store.commit_log.queue.files):
+            written = min(mapped.end_offset, self._store.commit_log.max_offset) - \
+                mapped.start_offset
+            lives[mapped.start_offset] = (written, await self.live_bytes(mapped))
+        return lives
+
+    def _live_estimate(self, mapped: MappedFile) -> int:
+        written = min(mapped.end_offset, self._store.commit_log.max_offset) - mapped.start_offset
+        return self._store.commit_log.ledger.live(mapped.start_offset, written)
+
     # ---- deletion ---------------------------------------------------------------------------
 
     async def delete_dead_segments(self) -> int:
-        """Delete the oldest segments while they hold nothing live; returns how many."""
+        """Delete the oldest segments while they hold nothing live (the ledger says so, and a
+        walk agrees); returns how many."""
         files = self._store.commit_log.queue.files
         deleted = 0
-        while len(files) > 1 and not self.stopping and await self.live_bytes(files[0]) == 0:
+        while len(files) > 1 and not self.stopping and self._live_estimate(files[0]) == 0:
+            oldest = files[0]
+            live = await self.live_bytes(oldest)
+            if live:  # the ledger missed some: correct it, relocation will see to the rest
+                log.warning("cleaner: %s holds %d live bytes the ledger did not count",
+                            oldest.path, live)
+                self._store.commit_log.ledger.dead[oldest.start_offset] = oldest.size - live
+                break
             self._delete_oldest()
             deleted += 1
         self._zombies = [mapped for mapped in self._zombies if not mapped.close()]
@@ -115,6 +159,7 @@ class CommitLogCleaner:
         store = self._store
         mapped = store.commit_log.queue.files.pop(0)
         log.info("cleaner: deleting CommitLog segment %s", mapped.path)
+        store.commit_log.ledger.forget(mapped.start_offset)
         if not mapped.destroy():
             self._zombies.append(mapped)
         store.index.service.delete_files_below(store.commit_log.min_offset)
@@ -126,15 +171,15 @@ class CommitLogCleaner:
         """Delete dead segments, then relocate the oldest while the CommitLog holds more than
         the garbage factor times its live bytes (or, under ``pressure``, a full disk, while
         the oldest has PRESSURE_MIN_GARBAGE of garbage). Returns how many segments went."""
+        await self._account()
         deleted = await self.delete_dead_segments()
         files = self._store.commit_log.queue.files
-        lives = {mapped.start_offset: await self.live_bytes(mapped) for mapped in list(files)}
-        live = sum(lives.values())
         for _ in range(len(files)):
             if self.stopping or len(files) < 2:
                 break
             oldest = files[0]
-            garbage = 1 - lives.get(oldest.start_offset, 0) / oldest.size
+            live = sum(self._live_estimate(mapped) for mapped in files)
+            garbage = 1 - self._live_estimate(oldest) / oldest.size
             over = len(files) * oldest.size > self._factor * live
             if not (over or (pressure and garbage >= PRESSURE_MIN_GARBAGE)):
                 break
@@ -198,22 +243,31 @@ class CommitLogCleaner:
         if not chunk:
             return True
         store = self._store
+        ledger = store.commit_log.ledger
         status = await store.flush_service.sync_to(store.commit_log.max_offset)
         if status is not StoreStatus.OK:
             log.error("cleaner: the CommitLog copies could not be synced (%s)", status.value)
+            for req, new_phy in chunk:
+                ledger.died(new_phy, req.size)
             return False
         for req, new_phy in chunk:
             topic = store.table.topics.get(req.topic)
             if topic is None or req.partition >= topic.partitions:
+                ledger.died(new_phy, req.size)
                 continue  # deleted while the copies were synced: nothing to point
             queue = store.queues.get(req.topic, req.partition)
             try:
-                touched.update(queue.repoint(req.queue_offset, req.offset_count, req.phy_offset,
-                                             new_phy, req.size))
+                files = queue.repoint(req.queue_offset, req.offset_count, req.phy_offset,
+                                      new_phy, req.size)
             except OSError as exc:
                 log.error("cleaner: repointing %s-%d offset %d failed: %s", req.topic,
                           req.partition, req.queue_offset, exc)
                 return False
+            if not files:  # the units moved on meanwhile: the copy is garbage
+                ledger.died(new_phy, req.size)
+                continue
+            touched.update(files)
+            ledger.died(req.phy_offset, req.size)
             self.stats.relocated_entries += 1
             self.stats.relocated_bytes += req.size
         return True

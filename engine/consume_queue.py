@@ -156,6 +156,12 @@ class ConsumeQueue(QueueCore):
                 hi = mid
         return max(lo, self.min_offset)
 
+    def start_at(self, offset: int) -> None:
+        """An empty queue (no files, nothing pending) begins at ``offset``: the log start of
+        a partition whose batches are all gone keeps the end the log had."""
+        if not self.file_indexes and self.max_offset == self.pending_from < offset:
+            self.min_offset = self.max_offset = self.pending_from = offset
+
     def _refresh_last(self) -> None:
         if self.max_offset > self.min_offset:
             phy, size, tags = self.get(self.max_offset - 1)
@@ -240,6 +246,13 @@ class ConsumeQueue(QueueCore):
         index, at = divmod(offset * UNIT_SIZE, self.file_bytes)
         return CQ_UNIT.unpack(self._file(index).pread(at, UNIT_SIZE))
 
+    def unit_or_hole(self, offset: int) -> tuple[int, int, int]:
+        """``get``, or an empty unit where a rebuild has not made the file yet."""
+        index = offset // self.entries_per_file
+        if offset < self.pending_from and index not in self.file_indexes:
+            return 0, 0, 0
+        return self.get(offset)
+
     def units(self, count: int, offset: int) -> bytes:
         """Up to ``count`` units from ``offset``, stopping at its file's end, at the pending
         units and at max_offset: one pread (or none) for a walk over consecutive batches."""
@@ -295,6 +308,8 @@ class ConsumeQueue(QueueCore):
         lo = offset
         while lo > self.min_offset:
             index = (lo - 1) // self.entries_per_file
+            if lo <= self.pending_from and index not in self.file_indexes:
+                return lo  # a rebuild has not reached this file yet (see fill_holes)
             first = max(self.min_offset, index * self.entries_per_file, lo - RUN_BLOCK)
             if lo > self.pending_from:
                 first = max(first, self.pending_from)
@@ -324,10 +339,33 @@ class ConsumeQueue(QueueCore):
         if offset < hi:
             self._overwrite(offset, hi, unit)
             self.min_offset = min(self.min_offset, offset)
-        after = self.get(offset + count)[0] if offset + count < self.max_offset else -1
+        after = self.unit_or_hole(offset + count)[0] if offset + count < self.max_offset else -1
         below = self._run_start(offset, lambda unit: unit[1] == 0 or unit[0] == after)
         if below < offset:
             self.point_at(below, offset, phy, size)
+
+    def fill_holes(self) -> int:
+        """After a rebuild: offsets without a unit (batches compaction removed, met before
+        the batch after them) point at the next unit, as a fetch there returns the next
+        batch. Drains first. Returns how many were filled."""
+        self.drain()
+        offset, run_lo, filled = self.min_offset, None, 0
+        while offset < self.max_offset:
+            index = offset // self.entries_per_file
+            if index not in self.file_indexes:  # a whole file of holes
+                run_lo = offset if run_lo is None else run_lo
+                offset = (index + 1) * self.entries_per_file
+                continue
+            block = self.units(RUN_BLOCK, offset)
+            for i, unit in enumerate(CQ_UNIT.iter_unpack(block)):
+                if unit[1] == 0:
+                    run_lo = offset + i if run_lo is None else run_lo
+                elif run_lo is not None:
+                    self._overwrite(run_lo, offset + i, CQ_UNIT.pack(*unit))
+                    filled += offset + i - run_lo
+                    run_lo = None
+            offset += len(block) // UNIT_SIZE
+        return filled
 
     def _overwrite(self, lo: int, hi: int, unit: bytes) -> None:
         """Write ``unit`` into the files for offsets [lo, hi), creating files as needed."""

@@ -18,7 +18,7 @@ import logging
 import math
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from engine.consume_queue import ConsumeQueue
 from engine.file_handle_cache import FileHandleCache
@@ -53,6 +53,9 @@ class ConsumeQueueStore:
         self.ends: Ends = {}
         self._saved_ends: Ends = {}
         self._writer = QueueWriter()
+        # (topic, partition) -> the durable log start; set once recovery is done, so that a
+        # queue whose files are all gone (rebuilt with every batch below it) still ends there
+        self.log_start: Callable[[str, int], int] | None = None
 
     def get(self, topic: str, partition: int) -> ConsumeQueue:
         """The partition's queue, loaded from disk on first use."""
@@ -68,6 +71,8 @@ class ConsumeQueueStore:
             raise ValueError(f"{topic}: no partition {partition}")
         queue = self._queue_object(topic, partition)
         queue.load()
+        if self.log_start is not None:
+            queue.start_at(self.log_start(topic, partition))
         slots = self._queues.setdefault(topic, [])
         slots.extend([None] * (partition + 1 - len(slots)))
         slots[partition] = queue

@@ -77,10 +77,7 @@ class Dispatcher:
         queue = self.queues.get(req.topic, req.partition)
         first = max(req.queue_offset, queue.min_offset)
         if first < req.queue_offset + req.offset_count:
-            try:
-                phy, size, _ = queue.get(first)
-            except IndexError:  # a rebuild has not reached these offsets' file yet
-                phy = size = 0
+            phy, size, _ = queue.unit_or_hole(first)
             if size and phy >= req.phy_offset and commit_log.entry(phy, size) is not None:
                 return False
         queue.write_units(req.queue_offset, req.offset_count, req.phy_offset, req.size,

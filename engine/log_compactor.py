@@ -171,18 +171,23 @@ class LogCompactor:
         run_lo: int | None = None  # start of the offsets of dropped batches not yet pointed
         chunk_bytes, covered = 0, start
         deadline = time.monotonic() + SLICE_S
+        dying: list[tuple[int, int]] = []  # old entries of this chunk's rewritten batches
+        copies: list[tuple[int, int]] = []  # this chunk's new entries
         for entry, after in store.batch_entries(queue, start, end):
             body = body_of(entry)
             result = store.body_format.compact(body, keep)
             if result is None:  # nothing kept: its offsets point at the next batch kept
                 run_lo = covered if run_lo is None else run_lo
                 covered = after
+                dying.append(_phy_and_size(entry))
                 self.dropped_batches += 1
                 continue
             if result is not body:
                 copy = self._append(entry, result)
                 if copy is None:
-                    return None
+                    break
+                copies.append(copy)
+                dying.append(_phy_and_size(entry))
                 pending.append(Pointing(covered if run_lo is None else run_lo, after, *copy))
                 chunk_bytes += copy[1]
                 self.rewritten_batches += 1
@@ -190,16 +195,23 @@ class LogCompactor:
                 pending.append(Pointing(run_lo, covered, *_phy_and_size(entry)))
             run_lo, covered = None, after
             if chunk_bytes >= CHUNK_BYTES or time.monotonic() >= deadline:
-                if not await self._apply(topic, queue, pending, touched):
+                if not await self._apply(topic, queue, pending, touched, dying, copies):
                     return None
-                pending, chunk_bytes = [], 0
+                pending, chunk_bytes, dying, copies = [], 0, [], []
                 deadline = time.monotonic() + SLICE_S
-        if run_lo is not None:  # the batch at ``end`` takes the last dropped offsets
-            phy, size, _ = queue.get(end)
-            pending.append(Pointing(run_lo, end, phy, size))
-        if not await self._apply(topic, queue, pending, touched):
+        else:
+            if run_lo is not None:  # the batch at ``end`` takes the last dropped offsets
+                phy, size, _ = queue.get(end)
+                pending.append(Pointing(run_lo, end, phy, size))
+            if await self._apply(topic, queue, pending, touched, dying, copies):
+                return touched
             return None
-        return touched
+        self._bury(copies)  # a copy could not be written: what this chunk made is garbage
+        return None
+
+    def _bury(self, entries: list[tuple[int, int]]) -> None:
+        for phy, size in entries:
+            self._store.commit_log.ledger.died(phy, size)
 
     def _append(self, entry: memoryview, body: bytes) -> tuple[int, int] | None:
         """Append a rewritten batch as a copy of ``entry``: (phy, size), or None."""
@@ -220,18 +232,22 @@ class LogCompactor:
         return req.phy_offset, req.size
 
     async def _apply(self, topic: TopicRecord, queue: ConsumeQueue, pending: list[Pointing],
-                     touched: set[Path]) -> bool:
-        """Make the rewritten batches durable, then point the units at them."""
+                     touched: set[Path], dying: list[tuple[int, int]],
+                     copies: list[tuple[int, int]]) -> bool:
+        """Make the rewritten batches durable, then point the units at them; the old entries
+        are dead then (or, on failure, the copies are)."""
         if not pending:
+            self._bury(dying)
             return True
         store = self._store
         status = await store.flush_service.sync_to(store.commit_log.max_offset)
         if status is not StoreStatus.OK:
             log.error("compaction: %s-%d: the cleaned batches could not be synced (%s)",
                       topic.name, queue.partition, status.value)
+            self._bury(copies)
             return False
         if store.table.get(topic.name) is not topic:
-            return False  # deleted meanwhile
+            return False  # deleted meanwhile (the ledger was invalidated with it)
         try:
             if pending[-1].hi > queue.pending_from:
                 queue.drain()
@@ -241,7 +257,9 @@ class LogCompactor:
         except OSError as exc:
             log.error("compaction: %s-%d: pointing units at the cleaned batches failed: %s",
                       topic.name, queue.partition, exc)
+            self._bury(copies)
             return False
+        self._bury(dying)
         return True
 
 

@@ -39,6 +39,7 @@ from engine.mapped_file_queue import MappedFileQueue
 from engine.paths import StorePaths
 from engine.recovery import RecoveryReport, recover
 from engine.retention_service import RetentionService
+from engine.segment_ledger import StartMove
 from engine.status import AppendResult, ReadResult, StoreStatus, TopicResult
 from engine.topic_table import TopicRecord, TopicTable, topic_name_error
 
@@ -98,6 +99,9 @@ class MessageStore:
         self.queues.load_ends()
         report = recover(self.commit_log, self.queues, self.dispatcher, self.table,
                          self.checkpoint, clean=clean)
+        self.queues.log_start = self._logical_start
+        for queue in self.queues.loaded():
+            queue.start_at(self._logical_start(queue.topic, queue.partition))
         self.paths.abort.touch()
         self._start_services()
         self.open_ = True
@@ -210,6 +214,7 @@ class MessageStore:
         self.table.save()
         self.queues.delete_topic(name)
         self._trailers.pop(name, None)
+        self.commit_log.ledger.invalidate()  # its entries died: the next pass walks again
         log.info("deleted topic %s", name)
         if self.commit_log.refusing:  # its space may end the refusal: clean now
             self.retention.wake()
@@ -388,11 +393,15 @@ class MessageStore:
         return StoreStatus.OK, self._log_start(queue)
 
     def advance_log_start(self, topic: str, partition: int, offset: int) -> None:
-        """Move the logical log start forward (never back); the caller saves the table."""
-        starts = self.table.topics[topic].log_start_offsets
+        """Move the logical log start forward (never back); the caller saves the table. The
+        CommitLog cleaner counts what died and deletes the queue files wholly below later,
+        a slice at a time (a big move would hold the loop)."""
+        record = self.table.topics[topic]
+        starts = record.log_start_offsets
         if offset > starts.get(partition, 0):
+            old = self.log_start_offset(topic, partition)
             starts[partition] = offset
-            self.queues.get(topic, partition).delete_files_below(offset)
+            self.commit_log.ledger.moves.append(StartMove(topic, partition, old, offset, record))
 
     async def lookup_key(self, topic: str, key: bytes, begin_ms: int = 0, end_ms: int = 2**62,
                          max_count: int = 64) -> list[tuple[int, int]]:
@@ -478,6 +487,10 @@ class MessageStore:
         if record is None or not 0 <= partition < record.partitions:
             return None, StoreStatus.UNKNOWN_TOPIC_OR_PARTITION
         return self.queues.get(topic, partition), StoreStatus.OK
+
+    def _logical_start(self, topic: str, partition: int) -> int:
+        record = self.table.topics.get(topic)
+        return 0 if record is None else record.log_start_offsets.get(partition, 0)
 
     def _log_start(self, queue: ConsumeQueue) -> int:
         logical = self.table.topics[queue.topic].log_start_offsets.get(queue.partition, 0)

@@ -149,3 +149,52 @@ def test_a_full_disk_relocates_the_oldest_segment_with_garbage(tmp_path, run):
             assert await store.retention.run_once(pressure=True) >= 1
             assert len(_contents(store, "keep", 0)) == 5
     run(body())
+
+
+def test_the_ledger_counts_what_died_as_a_walk_finds_it(tmp_path, run):
+    async def body():
+        async with open_store(tmp_path) as store:
+            store.create_topic("keep", 2, {"retention.ms": "-1"})
+            store.create_topic("short", 2, {"retention.ms": "-1"})
+            store.create_topic("table", 1, {"cleanup.policy": "compact",
+                                            "min.cleanable.dirty.ratio": "0.01"})
+            cleaner = store.retention.cleaner
+            for round_ in range(6):
+                _fill(store, "keep", 2, 3, ts=round_)
+                _fill(store, "short", 2, 40)
+                for i in range(5):
+                    key = f"k{(round_ * 5 + i) % 7}".encode()
+                    result = store.append("table", 0, batch([b"v" * 300], keys=[key]),
+                                          offset_count=1, max_timestamp=1_000)
+                    assert result.status is StoreStatus.OK
+                for partition in range(2):
+                    store.delete_records("short", partition,
+                                         store.log_end_offset("short", partition) - 5)
+                await store.retention.run_once()
+                assert store.commit_log.ledger.valid
+                walked = await cleaner._walk_all()
+                for mapped in store.commit_log.queue.files:
+                    assert cleaner._live_estimate(mapped) == walked[mapped.start_offset][1], (
+                        round_, mapped.path)
+            assert cleaner.stats.relocated_entries > 0
+            assert store.retention.compactor.rewritten_batches + \
+                store.retention.compactor.dropped_batches > 0
+    run(body())
+
+
+def test_a_rebuilt_partition_with_every_batch_gone_keeps_its_end(tmp_path, run):
+    async def body():
+        async with open_store(tmp_path) as store:
+            store.create_topic("t", 1, {"retention.ms": "-1"})
+            _fill(store, "t", 1, 50)
+            store.delete_records("t", 0, -1)
+            directory = store.paths.consumequeue_dir("t", 0)
+        shutil.rmtree(directory)
+        for _ in range(2):  # the rebuild, then a start that loads the empty queue lazily
+            async with open_store(tmp_path) as store:
+                assert (store.log_start_offset("t", 0), store.log_end_offset("t", 0)) == (50, 50)
+        async with open_store(tmp_path) as store:
+            _fill(store, "t", 1, 1)
+            assert (store.log_start_offset("t", 0), store.log_end_offset("t", 0)) == (50, 51)
+            assert store.read("t", 0, 50, 1 << 20).next_offset == 51
+    run(body())
