@@ -209,7 +209,7 @@ class CommitLogCleaner:
                     return False
                 moved += chunk_bytes
                 chunk, chunk_bytes = [], 0
-                await self._throttle(started, moved)
+                await self.throttle(started, moved)
                 if self.stopping:
                     return False
         if not await self._commit(chunk, touched):
@@ -284,8 +284,9 @@ class CommitLogCleaner:
             return False
         return True
 
-    async def _throttle(self, started: float, moved: int) -> None:
-        """Sleep as long as copying ``moved`` bytes since ``started`` ran ahead of the rate."""
+    async def throttle(self, started: float, moved: int) -> None:
+        """Sleep as long as copying ``moved`` bytes since ``started`` ran ahead of the rate
+        (``log.cleaner.io.max.bytes.per.second``: relocation and compaction alike)."""
         ahead = moved / self._rate - (time.monotonic() - started)
         await asyncio.sleep(max(ahead, 0))
 

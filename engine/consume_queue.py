@@ -278,8 +278,7 @@ class ConsumeQueue(QueueCore):
             return []
         if hi > self.pending_from:
             self.drain()
-        return self.point_at(self._run_start(lo, lambda unit: unit[0] == old_phy), hi, new_phy,
-                             new_size)
+        return self.point_at(self.run_start(lo, old_phy), hi, new_phy, new_size)
 
     def point_at(self, lo: int, hi: int, phy: int, size: int) -> list[Path]:
         """Point the units of offsets [lo, hi) at the entry ``phy`` / ``size``, keeping their
@@ -301,6 +300,11 @@ class ConsumeQueue(QueueCore):
             touched.append(mapped.path)
             lo = upto
         return touched
+
+    def run_start(self, offset: int, phy: int) -> int:
+        """The first offset of the run of units ending just below ``offset`` that point at
+        the entry ``phy`` (the offsets compaction removed before a batch point at it)."""
+        return self._run_start(offset, lambda unit: unit[0] == phy)
 
     def _run_start(self, offset: int, test: Callable[[tuple[int, int, int]], bool]) -> int:
         """The first offset of the run of units ending just below ``offset`` that pass

@@ -169,8 +169,9 @@ class LogCompactor:
         touched: set[Path] = set()
         pending: list[Pointing] = []
         run_lo: int | None = None  # start of the offsets of dropped batches not yet pointed
-        chunk_bytes, covered = 0, start
-        deadline = time.monotonic() + SLICE_S
+        chunk_bytes, covered, written = 0, start, 0
+        started = deadline = time.monotonic()
+        deadline += SLICE_S
         dying: list[tuple[int, int]] = []  # old entries of this chunk's rewritten batches
         copies: list[tuple[int, int]] = []  # this chunk's new entries
         for entry, after in store.batch_entries(queue, start, end):
@@ -197,7 +198,11 @@ class LogCompactor:
             if chunk_bytes >= CHUNK_BYTES or time.monotonic() >= deadline:
                 if not await self._apply(topic, queue, pending, touched, dying, copies):
                     return None
+                written += chunk_bytes
                 pending, chunk_bytes, dying, copies = [], 0, [], []
+                await self._cleaner.throttle(started, written)
+                if self._cleaner.stopping:
+                    return None
                 deadline = time.monotonic() + SLICE_S
         else:
             if run_lo is not None:  # the batch at ``end`` takes the last dropped offsets

@@ -118,8 +118,9 @@ def _offset_keeping_bytes(store: MessageStore, queue: ConsumeQueue, start: int, 
         phy, size, _ = queue.get(offset - 1)
         entry = store.commit_log.entry(phy, size)
         first = COUNT_AND_BASE.unpack_from(entry, 16)[1] if entry is not None else offset - 1
-        # below the batch (compaction points removed offsets at the next batch kept)
-        first = max(min(first, offset - 1), start)
+        if first >= offset:  # offsets compaction removed, pointing at the batch after them
+            first = queue.run_start(offset, phy)
+        first = max(first, start)
         if kept + size > limit:
             return offset
         kept += size

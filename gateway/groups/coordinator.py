@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from typing import NamedTuple
 
@@ -20,7 +21,7 @@ from gateway.groups.consumer_records import KINDS, Record, deletion, replay
 from gateway.groups.group import CONSUMER_PROTOCOL, ClassicGroup, GroupState
 from gateway.groups.membership import Membership
 from gateway.groups.offsets import OffsetManager
-from gateway.groups.offsets_topic import OffsetsTopic
+from gateway.groups.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
 from gateway.groups.records import (
     GroupValue,
     RecordFormatError,
@@ -64,6 +65,7 @@ class GroupCoordinator:
 
     def start(self) -> None:
         """Replay the offsets topic, give loaded members a session, start the offset expiry."""
+        began = time.monotonic()
         self._load()
         for group in self.groups.values():
             self.membership.resume(group)
@@ -71,8 +73,9 @@ class GroupCoordinator:
             self.consumer.resume(consumer_group)
         self._expiry_task = asyncio.get_running_loop().create_task(self._expire_loop(),
                                                                    name="offset-expiry")
-        log.info("group coordinator: %d groups, %d with committed offsets loaded",
-                 len(self.groups), len(self.offsets.table))
+        log.info("group coordinator: %d groups, %d with committed offsets loaded from %d "
+                 "records of %s in %.3f s", len(self.groups), len(self.offsets.table),
+                 self.topic.replayed, OFFSETS_TOPIC, time.monotonic() - began)
 
     async def stop(self) -> None:
         if self._expiry_task is not None:

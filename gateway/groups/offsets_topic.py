@@ -49,6 +49,7 @@ class OffsetsTopic:
     def __init__(self, store: MessageStore, partitions: int) -> None:
         self.store = store
         self.partitions = partitions
+        self.replayed = 0  # records the last replay read
 
     def partition_for(self, group_id: str) -> int:
         return (java_hash(group_id) & 0x7FFFFFFF) % self.partitions
@@ -89,7 +90,9 @@ class OffsetsTopic:
                                  offset_count=len(records), max_timestamp=now)
 
     def replay(self) -> Iterator[tuple[bytes, bytes | None]]:
-        """Every (key, value) stored, partition by partition, in log order."""
+        """Every (key, value) stored, partition by partition, in log order (counted in
+        ``replayed``: compaction keeps it near the live keys)."""
+        self.replayed = 0
         if self.store.topic(OFFSETS_TOPIC) is None:
             return
         for partition in range(self.store.topic(OFFSETS_TOPIC).partitions):
@@ -107,5 +110,6 @@ class OffsetsTopic:
             for buffer in read.buffers:
                 for record in decode_records(buffer):
                     if record.offset >= offset and record.key is not None:
+                        self.replayed += 1
                         yield record.key, record.value
             offset = read.next_offset

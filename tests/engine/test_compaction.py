@@ -139,3 +139,21 @@ def test_producer_fields_and_offsets_of_a_rewritten_batch_survive(tmp_path, run)
             assert header.record_count == 2
             assert [r.offset for r in decode_records(first)] == [1, 2]
     run(body())
+
+
+def test_compact_and_delete_applies_retention_bytes_over_removed_offsets(tmp_path, run):
+    async def body():
+        async with open_store(tmp_path) as store:
+            store.create_topic("c", 1, {**KEEP_TOMBSTONES, "cleanup.policy": "compact,delete",
+                                        "retention.ms": "-1"})
+            model = _produce(store, "c", [[(b"a", b"x" * 200)] for _ in range(30)] +
+                             [[(b"b", b"y" * 200)], [(b"end", b"z")]])
+            await store.retention.run_once()  # "a" keeps only its last record, at 29
+            assert _read_all(store, "c") == _expected(model)
+            queue = store.queues.get("c", 0)
+            last_three = store.bytes_between(queue, 29, 32)  # "a" at 29, "b", "end"
+            store.alter_topic_configs("c", {"retention.bytes": str(last_three)})
+            await store.retention.run_once()  # offsets 0-28 were removed: they weigh nothing
+            assert store.log_start_offset("c", 0) == 29
+            assert [offset for offset, _, _ in _read_all(store, "c", 29)] == [29, 30, 31]
+    run(body())
