@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from engine import MessageStore, StoreConfig, StoreStatus
+from engine import AppendResult, MessageStore, StoreConfig, StoreStatus
 from protocol.record_batch import KafkaBodyFormat, build_batch
 
 TOPIC = "crash"
@@ -81,20 +81,27 @@ def batch_spec(seed: int, counter: int) -> tuple[int, list[tuple[bytes | None, b
     return partition, records
 
 
+async def append_durably(store: MessageStore, topic: str, partition: int, records: list,
+                         writer: str = "crash_writer") -> tuple[AppendResult, bytearray, str]:
+    """Append one batch and wait until it is durable: (result, stored body, its sha256)."""
+    body = bytearray(build_batch(records))
+    result = store.append(topic, partition, memoryview(body), offset_count=len(records),
+                          max_timestamp=max(r[3] for r in records))
+    if result.status is not StoreStatus.OK:
+        fail(f"append to {topic}-{partition} returned {result}", writer)
+    # Hash now: the body is ours and the store has just written the base offset into it.
+    digest = hashlib.sha256(body).hexdigest()
+    status = await store.wait_durable(result.phy_end)
+    if status is not StoreStatus.OK:
+        fail(f"wait_durable({result.phy_end}) returned {status}", writer)
+    return result, body, digest
+
+
 async def append_forever(store: MessageStore, seed: int, counter: itertools.count) -> None:
     """One in-flight slot: append, wait until durable, print the ACK, repeat."""
     while True:
         partition, records = batch_spec(seed, next(counter))
-        body = bytearray(build_batch(records))
-        result = store.append(TOPIC, partition, memoryview(body), offset_count=len(records),
-                              max_timestamp=max(r[3] for r in records))
-        if result.status is not StoreStatus.OK:
-            fail(f"append to {TOPIC}-{partition} returned {result}")
-        # Hash now: the body is ours and the store has just written the base offset into it.
-        digest = hashlib.sha256(body).hexdigest()
-        status = await store.wait_durable(result.phy_end)
-        if status is not StoreStatus.OK:
-            fail(f"wait_durable({result.phy_end}) returned {status}")
+        result, _, digest = await append_durably(store, TOPIC, partition, records)
         emit(f"ACK {partition} {result.base_offset} {len(records)} {digest}")
 
 
@@ -104,8 +111,8 @@ def emit(line: str) -> None:
     sys.stdout.flush()
 
 
-def fail(message: str) -> None:
-    sys.stderr.write(f"crash_writer: {message}\n")
+def fail(message: str, writer: str = "crash_writer") -> None:
+    sys.stderr.write(f"{writer}: {message}\n")
     sys.stderr.flush()
     raise SystemExit(3)
 

@@ -28,7 +28,6 @@ the driver and the checker cannot disagree about them.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import itertools
 import random
 import sys
@@ -36,7 +35,9 @@ import time
 from pathlib import Path
 
 from engine import MessageStore, StoreConfig, StoreStatus
-from protocol.record_batch import KafkaBodyFormat, build_batch
+from protocol.record_batch import KafkaBodyFormat
+from tests.engine import crash_writer
+from tests.engine.crash_writer import emit
 
 KEEP, CHURN = "keep", "churn"
 PARTITIONS = {KEEP: 3, CHURN: 2}
@@ -85,16 +86,8 @@ def batch_spec(seed: int, counter: int) -> tuple[str, int, list[tuple[bytes | No
     return topic, partition, records
 
 
-def emit(line: str) -> None:
-    """One line per write: a line under PIPE_BUF reaches the pipe whole or not at all."""
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
-
-
 def fail(message: str) -> None:
-    sys.stderr.write(f"relocation_writer: {message}\n")
-    sys.stderr.flush()
-    raise SystemExit(3)
+    crash_writer.fail(message, "relocation_writer")
 
 
 class Driver:
@@ -109,15 +102,8 @@ class Driver:
         store = self.store
         while True:
             topic, partition, records = batch_spec(self.seed, next(self.counter))
-            body = bytearray(build_batch(records))
-            result = store.append(topic, partition, memoryview(body), offset_count=len(records),
-                                  max_timestamp=max(r[3] for r in records))
-            if result.status is not StoreStatus.OK:
-                fail(f"append to {topic}-{partition} returned {result}")
-            digest = hashlib.sha256(body).hexdigest()
-            status = await store.wait_durable(result.phy_end)
-            if status is not StoreStatus.OK:
-                fail(f"wait_durable({result.phy_end}) returned {status}")
+            result, body, digest = await crash_writer.append_durably(
+                store, topic, partition, records, "relocation_writer")
             emit(f"ACK {topic} {partition} {result.base_offset} {len(records)} {len(body)} "
                  f"{digest}")
             if topic == CHURN:

@@ -59,12 +59,18 @@ def _workload(rng, batches=300, keys=40):
     return out
 
 
+def _table(store, seed):
+    """Topic "c" with a random workload ending in a batch of a new key; returns the model."""
+    store.create_topic("c", 1, dict(KEEP_TOMBSTONES))
+    model = _produce(store, "c", _workload(random.Random(seed)))
+    model.update(_produce(store, "c", [[(b"last", b"v")]]))
+    return model
+
+
 def test_compaction_keeps_the_last_record_of_every_key_at_its_offset(tmp_path, run):
     async def body():
         async with open_store(tmp_path) as store:
-            store.create_topic("c", 1, dict(KEEP_TOMBSTONES))
-            model = _produce(store, "c", _workload(random.Random(1)))
-            model.update(_produce(store, "c", [[(b"last", b"v")]]))
+            model = _table(store, seed=1)
             segments = len(store.commit_log.queue.files)
             await store.retention.run_once()
             compactor = store.retention.compactor
@@ -101,9 +107,7 @@ def test_tombstones_go_after_delete_retention_ms(tmp_path, run):
 def test_a_compacted_partition_reads_the_same_after_restart_and_rebuild(tmp_path, run):
     async def body():
         async with open_store(tmp_path) as store:
-            store.create_topic("c", 1, dict(KEEP_TOMBSTONES))
-            model = _produce(store, "c", _workload(random.Random(3)))
-            model.update(_produce(store, "c", [[(b"last", b"v")]]))
+            model = _table(store, seed=3)
             await store.retention.run_once()
             await store.retention.run_once()
             view = _read_all(store, "c")

@@ -53,6 +53,7 @@ from engine.recovery import RecoveryReport
 from protocol.record_batch import KafkaBodyFormat, build_batch
 from tests.engine.crash_writer import batch_header
 from tests.engine.relocation_writer import CHURN, KEEP, PARTITIONS, SEGMENT_BYTES, store_config
+from tests.engine.test_crash_recovery import StoredBatch
 
 ROOT = Path(__file__).resolve().parents[2]
 ROUNDS = 20
@@ -104,12 +105,6 @@ class RoundOutput:
     kill_line: str  # the line the kill followed ("" when the plan's line never came)
     returncode: int
     stderr: str
-
-
-@dataclass
-class StoredBatch:
-    count: int
-    digest: str
 
 
 @dataclass
