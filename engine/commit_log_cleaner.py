@@ -38,6 +38,9 @@ SYNCFS_FROM = 64  # more touched ConsumeQueue files than this: one syncfs instea
 # Under a full disk the oldest segment is relocated when it has this much garbage at least:
 # copying a segment that is all live only moves the shortage.
 PRESSURE_MIN_GARBAGE = 0.1
+# An oldest segment this little of which is live is relocated whatever the totals: a copy of
+# a tenth frees the other nine (a few commits of a long-lived topic in every segment).
+CHEAP_MAX_LIVE = 0.1
 
 
 @dataclass(slots=True)
@@ -169,8 +172,9 @@ class CommitLogCleaner:
 
     async def clean(self, *, pressure: bool) -> int:
         """Delete dead segments, then relocate the oldest while the CommitLog holds more than
-        the garbage factor times its live bytes (or, under ``pressure``, a full disk, while
-        the oldest has PRESSURE_MIN_GARBAGE of garbage). Returns how many segments went."""
+        the garbage factor times its live bytes, while the oldest is at most CHEAP_MAX_LIVE
+        live, or, under ``pressure`` (a full disk), while the oldest has PRESSURE_MIN_GARBAGE
+        of garbage. Returns how many segments went."""
         await self._account()
         deleted = await self.delete_dead_segments()
         files = self._store.commit_log.queue.files
@@ -179,9 +183,10 @@ class CommitLogCleaner:
                 break
             oldest = files[0]
             live = sum(self._live_estimate(mapped) for mapped in files)
-            garbage = 1 - self._live_estimate(oldest) / oldest.size
+            share = self._live_estimate(oldest) / oldest.size
             over = len(files) * oldest.size > self._factor * live
-            if not (over or (pressure and garbage >= PRESSURE_MIN_GARBAGE)):
+            if not (over or share <= CHEAP_MAX_LIVE or
+                    (pressure and 1 - share >= PRESSURE_MIN_GARBAGE)):
                 break
             if not await self._relocate(oldest):
                 break

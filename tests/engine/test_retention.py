@@ -144,7 +144,7 @@ def test_a_full_disk_relocates_the_oldest_segment_with_garbage(tmp_path, run):
             store.create_topic("short", 1, {"retention.ms": "-1"})
             _fill(store, "keep", 1, 5)
             _fill(store, "short", 1, 100)
-            store.delete_records("short", 0, 60)
+            store.delete_records("short", 0, 30)  # the oldest segment about half live
             assert await store.retention.run_once() == 0
             assert await store.retention.run_once(pressure=True) >= 1
             assert len(_contents(store, "keep", 0)) == 5
@@ -197,4 +197,20 @@ def test_a_rebuilt_partition_with_every_batch_gone_keeps_its_end(tmp_path, run):
             _fill(store, "t", 1, 1)
             assert (store.log_start_offset("t", 0), store.log_end_offset("t", 0)) == (50, 51)
             assert store.read("t", 0, 50, 1 << 20).next_offset == 51
+    run(body())
+
+
+def test_a_mostly_dead_oldest_segment_is_relocated_whatever_the_totals(tmp_path, run):
+    async def body():
+        # factor 100: only the oldest's small live share makes the cleaner copy it
+        async with open_store(tmp_path, cleaner_garbage_factor=100.0) as store:
+            store.create_topic("offsets", 1, {"retention.ms": "-1"})
+            store.create_topic("short", 1, {"retention.ms": "-1"})
+            for round_ in range(4):  # a commit or two in every segment
+                _fill(store, "offsets", 1, 1, ts=round_)
+                _fill(store, "short", 1, 70)
+            store.delete_records("short", 0, -1)
+            await store.retention.run_once()
+            assert len(store.commit_log.queue.files) <= 2
+            assert len(_contents(store, "offsets", 0)) == 4
     run(body())
