@@ -63,6 +63,7 @@ class LogCompactor:
         self._config = config
         self._cleaner = cleaner
         self._max_keys = max(1, config.cleaner_dedupe_buffer_size // MAP_ENTRY_BYTES)
+        self._clean_sizes: dict[tuple[str, int], tuple[int, int, int]] = {}  # start, end, bytes
         self.cleaned_partitions = 0
         self.rewritten_batches = 0
         self.dropped_batches = 0
@@ -104,10 +105,21 @@ class LogCompactor:
         if queue.get(dirty_from)[2] < now_ms - max_lag:
             return dirty_from, cleanable_end  # a dirty record waited too long
         dirty = store.bytes_between(queue, dirty_from, cleanable_end)
-        total = dirty + store.bytes_between(queue, start, dirty_from)
+        total = dirty + self._clean_bytes(topic, partition, start, dirty_from)
         ratio = self._setting(topic, "min.cleanable.dirty.ratio",
                               config.min_cleanable_dirty_ratio)
         return (dirty_from, cleanable_end) if total and dirty / total >= ratio else None
+
+    def _clean_bytes(self, topic: TopicRecord, partition: int, start: int, end: int) -> int:
+        """Bytes of the cleaned part [start, end), walked once per cleaning (a pass must not
+        walk every compacted partition whole to find that nothing is due)."""
+        key = (topic.topic_id, partition)
+        cached = self._clean_sizes.get(key)
+        if cached is None or cached[:2] != (start, end):
+            queue = self._store.queues.get(topic.name, partition)
+            cached = (start, end, self._store.bytes_between(queue, start, end))
+            self._clean_sizes[key] = cached
+        return cached[2]
 
     # ---- how ---------------------------------------------------------------------------------
 
