@@ -98,6 +98,31 @@ class ConsumeQueue(QueueCore):
         self.min_offset = self._first_used(self.file_indexes[0])
         self.max_offset = self.pending_from = self._end_of_data(self.file_indexes[-1])
         self._refresh_last()
+        self._cut_unwritten_files()
+
+    def _cut_unwritten_files(self) -> None:
+        """End a just-loaded queue before the files a drain made but never wrote.
+
+        A drain makes every file its units reach before the first of its writes runs
+        (``pending_writes``), so a crash between the two (or a failed write, then an unclean
+        stop) leaves the next file empty while the file before it lacks its last units. The
+        end found in the last file alone would be the empty file's start: replay would then
+        take the missing units' batches, which lie below that end, for present and leave
+        their offsets empty. Their entries lie past the checkpoint's ConsumeQueue mark (a
+        thorough round writes every unit dispatched before it begins), so once the end is
+        where the units stop, replay dispatches them again. The empty files go."""
+        per_file = self.entries_per_file
+        end = self.max_offset
+        while end > self.min_offset and end % per_file == 0 and \
+                end // per_file > self.file_indexes[0] and not self.get(end - 1)[1]:
+            # the file before holds a prefix of its units: the end is its first empty unit
+            end = self.search_offset(lambda unit: not unit[1],
+                                     max(end - per_file, self.min_offset))
+        if end < self.max_offset:
+            log.warning("%s: no units from offset %d on (the last drain before the stop made "
+                        "its files but did not write them); the queue ends there instead of "
+                        "%d", self, end, self.max_offset)
+            self.truncate_offset(end)
 
     def verify(self, end: int) -> None:
         """Check the files without loading the queue (nor opening a cached handle), for the
