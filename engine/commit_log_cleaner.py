@@ -121,7 +121,7 @@ class CommitLogCleaner:
                     if time.monotonic() >= deadline:
                         await asyncio.sleep(0)
                         deadline = time.monotonic() + SLICE_S
-            queue.delete_files_below(store.log_start_offset(move.topic, move.partition))
+            queue.delete_files_below(move.new)  # a later move of it walks from here
         if not ledger.valid:
             ledger.reset(await self._walk_all())
 

@@ -214,3 +214,21 @@ def test_a_mostly_dead_oldest_segment_is_relocated_whatever_the_totals(tmp_path,
             assert len(store.commit_log.queue.files) <= 2
             assert len(_contents(store, "offsets", 0)) == 4
     run(body())
+
+
+def test_log_start_moves_between_two_passes_are_all_counted(tmp_path, run):
+    async def body():
+        async with open_store(tmp_path) as store:
+            store.create_topic("t", 1, {"retention.ms": "-1"})
+            _fill(store, "t", 1, 200)
+            await store.retention.run_once()  # the ledger is walked once
+            store.queues.drain()  # the units in files (50 a file), not in memory
+            for before in (60, 120, 180):  # each move deletes the queue files below it
+                store.delete_records("t", 0, before)
+            await store.retention.run_once()
+            walked = await store.retention.cleaner._walk_all()
+            for mapped in store.commit_log.queue.files:
+                assert store.retention.cleaner._live_estimate(mapped) == \
+                    walked[mapped.start_offset][1]
+            assert store.read("t", 0, 180, 1 << 20).next_offset == 200
+    run(body())
