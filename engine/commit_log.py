@@ -52,6 +52,8 @@ PREFIX_SIZE = ENTRY_PREFIX.size  # 88: the body starts here
 SHORT = struct.Struct(">H")
 BLANK = struct.Struct(">iI")
 COUNT_AND_BASE = struct.Struct(">iq")  # FLAG, QUEUEOFFSET at entry offset 16
+SOURCE_PHY = struct.Struct(">q")  # PREPARED_TX_OFFSET, which a copy fills with its source
+SOURCE_PHY_AT = 76
 END_FILE_MIN_BLANK_LENGTH = BLANK.size
 # SYSFLAG bit of a copy the CommitLog cleaner made of a live entry (callers' flags stay below)
 RELOCATED = 1 << 30
@@ -73,6 +75,7 @@ class DispatchRequest:
     max_timestamp: int
     store_timestamp: int
     sys_flag: int
+    source_phy: int = 0  # a RELOCATED copy: the entry it was made from (PREPARED_TX_OFFSET)
 
 
 class CommitLog:
@@ -123,6 +126,16 @@ class CommitLog:
             mapped.wrote_position = pos + size
         req.phy_offset = phy
         req.size = size
+
+    def append_copy(self, req: DispatchRequest, body: memoryview, trailer: bytes,
+                    born_host: int, store_host: int) -> None:
+        """Append a copy the cleaner or the compactor made of the entry at
+        ``req.source_phy``, which it names in PREPARED_TX_OFFSET (outside the body's CRC):
+        replay then redoes a repoint a crash cut short, and only that. May use the reserve."""
+        self.append(req, body, trailer, born_host, store_host, reserved=True)
+        mapped = self.queue.find(req.phy_offset)
+        mapped.write_at(req.phy_offset - mapped.start_offset + SOURCE_PHY_AT,
+                        (SOURCE_PHY.pack(req.source_phy),), SOURCE_PHY.size)
 
     def _segment_for(self, size: int, reserved: bool) -> MappedFile:
         """The segment an entry of ``size`` goes to: a new one when the last cannot hold it
@@ -223,7 +236,7 @@ class CommitLog:
         except UnicodeDecodeError:
             return None, 0
         req = DispatchRequest(topic, partition, queue_offset, count, phy, total, max_ts, store_ts,
-                              sys_flag)
+                              sys_flag, _tx)
         return req, total
 
     def iter_entries(self, start: int, *, check_crc: bool) -> Iterator[DispatchRequest]:

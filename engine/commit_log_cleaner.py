@@ -228,11 +228,12 @@ class CommitLogCleaner:
         (body_len,) = BODY_LEN.unpack_from(entry, BODY_LEN_AT)
         born_host = int.from_bytes(entry[48:56], "big", signed=True)
         copy = DispatchRequest(req.topic, req.partition, req.queue_offset, req.offset_count, 0, 0,
-                               req.max_timestamp, req.store_timestamp, req.sys_flag | RELOCATED)
+                               req.max_timestamp, req.store_timestamp, req.sys_flag | RELOCATED,
+                               req.phy_offset)
         try:
-            store.commit_log.append(copy, entry[PREFIX_SIZE : PREFIX_SIZE + body_len],
-                                    bytes(entry[PREFIX_SIZE + body_len :]), born_host,
-                                    store.store_host, reserved=True)
+            store.commit_log.append_copy(copy, entry[PREFIX_SIZE : PREFIX_SIZE + body_len],
+                                         bytes(entry[PREFIX_SIZE + body_len :]), born_host,
+                                         store.store_host)
         except OSError as exc:
             log.error("cleaner: copying %s-%d offset %d (CommitLog %d) failed: %s", req.topic,
                       req.partition, req.queue_offset, req.phy_offset, exc)

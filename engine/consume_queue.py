@@ -352,10 +352,8 @@ class ConsumeQueue(QueueCore):
 
     def write_units(self, offset: int, count: int, phy: int, size: int, tags: int) -> None:
         """Units for a batch below ``max_offset`` (a relocated copy met by a rebuild), written
-        over whatever is there, possibly below the first offset the files hold. The units
-        just below it that are empty, or that point at the batch after it (offsets of batches
-        compaction removed, whose entries are gone, pointed there before this batch was met),
-        point at it."""
+        over whatever is there, possibly below the first offset the files hold. Offsets left
+        empty around it wait for ``fill_holes``: a copy met later may still own them."""
         hi = min(offset + count, self.max_offset)
         if offset >= hi:
             return
@@ -368,10 +366,6 @@ class ConsumeQueue(QueueCore):
         if offset < hi:
             self._overwrite(offset, hi, unit)
             self.min_offset = min(self.min_offset, offset)
-        after = self.unit_or_hole(offset + count)[0] if offset + count < self.max_offset else -1
-        below = self._run_start(offset, lambda unit: unit[1] == 0 or unit[0] == after)
-        if below < offset:
-            self.point_at(below, offset, phy, size)
 
     def fill_holes(self) -> int:
         """After a rebuild: offsets without a unit (batches compaction removed, met before

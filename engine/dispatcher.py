@@ -27,6 +27,7 @@ class Dispatcher:
         self.end_cell = array("q", [0])
         self.listeners: list[Listener] = []
         self.copies_placed = 0  # units of cleaner copies written by replay, not yet synced
+        self.gapped: set[tuple[str, int]] = set()  # partitions replay left offsets without units
 
     @property
     def dispatched_offset(self) -> int:
@@ -53,10 +54,11 @@ class Dispatcher:
                 continue
             if req.sys_flag & RELOCATED and req.queue_offset < \
                     self.queues.get(req.topic, req.partition).max_offset:
-                count += self._place_copy(req, commit_log)
+                count += self._place_copy(req)
             elif self._lacks(req):
                 queue = self.queues.get(req.topic, req.partition)
-                self.dispatch(_over_gap(req, queue), queue)
+                self._note_gap(req, queue)
+                self.dispatch(req, queue)
                 count += 1
         self.dispatched_offset = commit_log.max_offset
         return count
@@ -67,21 +69,34 @@ class Dispatcher:
             return self._torn(queue, req)
         return True
 
-    def _place_copy(self, req: DispatchRequest, commit_log: CommitLog) -> bool:
-        """A copy the CommitLog cleaner or the compactor made, below its queue's end: its
-        units are written unless they point at it or at a later entry that still exists (the
-        later of two copies is the newer state; a crash may have come before the copy's units
-        were written). A rebuild meets copies out of offset order, possibly below the queue's
-        first offset. Returns whether it wrote; the caller syncs the queue files before any
-        segment can go (``copies_placed``)."""
+    def _note_gap(self, req: DispatchRequest, queue: ConsumeQueue) -> None:
+        """Offsets between the queue's end and a replayed batch get no units of their own
+        (batches compaction removed whose entries are gone; in a rebuild, copies met later
+        may still fill them): recovery points what is left at the next batch."""
+        if req.queue_offset > queue.max_offset > queue.min_offset:
+            self.gapped.add((req.topic, req.partition))
+
+    def _place_copy(self, req: DispatchRequest) -> bool:
+        """A copy the cleaner or the compactor made, below its queue's end. When the batch's
+        units still point at the copy's source, a crash came between the copy and its
+        repoint: the repoint is redone (the offsets compaction pointed at the source move
+        too). Where the units are missing (a rebuild meets copies out of offset order,
+        possibly below the queue's first offset, after their sources were deleted) the copy
+        fills them. Units pointing anywhere else are a later state, left alone. Returns
+        whether it wrote; the caller syncs the queue files before any segment can go
+        (``copies_placed``)."""
         queue = self.queues.get(req.topic, req.partition)
         first = max(req.queue_offset, queue.min_offset)
+        phy = size = 0
         if first < req.queue_offset + req.offset_count:
             phy, size, _ = queue.unit_or_hole(first)
-            if size and phy >= req.phy_offset and commit_log.entry(phy, size) is not None:
-                return False
-        queue.write_units(req.queue_offset, req.offset_count, req.phy_offset, req.size,
-                          req.max_timestamp)
+        if size and req.source_phy and phy == req.source_phy:
+            queue.repoint(req.queue_offset, req.offset_count, phy, req.phy_offset, req.size)
+        elif not size:
+            queue.write_units(req.queue_offset, req.offset_count, req.phy_offset, req.size,
+                              req.max_timestamp)
+        else:
+            return False
         self.copies_placed += 1
         return True
 
@@ -96,17 +111,3 @@ class Dispatcher:
                     req.topic, req.partition, req.queue_offset, end - 1, queue.max_offset)
         return True
 
-
-def _over_gap(req: DispatchRequest, queue: ConsumeQueue) -> DispatchRequest:
-    """``req`` as dispatched after the queue's end: when offsets lie between (batches that
-    compaction removed and whose entries are gone, or lost ones), their units point at this
-    batch too, as a fetch of a removed offset returns the next batch."""
-    gap = req.queue_offset - queue.max_offset
-    if gap <= 0 or queue.max_offset <= queue.min_offset:
-        return req
-    log.warning("replay: %s-%d offsets %d..%d have no batch; they point at the batch at %d "
-                "(phy %d)", req.topic, req.partition, queue.max_offset, req.queue_offset - 1,
-                req.queue_offset, req.phy_offset)
-    return DispatchRequest(req.topic, req.partition, queue.max_offset, req.offset_count + gap,
-                           req.phy_offset, req.size, req.max_timestamp, req.store_timestamp,
-                           req.sys_flag)

@@ -236,11 +236,12 @@ class LogCompactor:
         req, _ = store.commit_log.decode(_phy_and_size(entry)[0], check_crc=False)
         (body_len,) = BODY_LEN.unpack_from(entry, BODY_LEN_AT)
         req.sys_flag |= RELOCATED
+        req.source_phy = req.phy_offset
         born_host = int.from_bytes(entry[48:56], "big", signed=True)
         try:
-            store.commit_log.append(req, memoryview(bytearray(body)),
-                                    bytes(entry[PREFIX_SIZE + body_len :]), born_host,
-                                    store.store_host, reserved=True)
+            store.commit_log.append_copy(req, memoryview(bytearray(body)),
+                                         bytes(entry[PREFIX_SIZE + body_len :]), born_host,
+                                         store.store_host)
         except OSError as exc:
             log.error("compaction: writing the cleaned batch of %s-%d at offset %d failed: %s",
                       req.topic, req.partition, req.queue_offset, exc)

@@ -65,11 +65,13 @@ def recover(commit_log: CommitLog, queues: ConsumeQueueStore, dispatcher: Dispat
     report.replayed_entries = dispatcher.replay(
         commit_log, replay_from, _acceptor(table, rebuild, normal_from))
     dispatcher.dispatched_offset = end
-    for topic_name, partition in rebuild:
+    for topic_name, partition in rebuild | dispatcher.gapped:
         filled = queues.get(topic_name, partition).fill_holes()
         if filled:
-            log.info("recovery: %s-%d: %d offsets without a batch of their own point at the "
-                     "next batch", topic_name, partition, filled)
+            log.warning("recovery: %s-%d: %d offsets without a batch of their own point at "
+                        "the next batch", topic_name, partition, filled)
+    dispatcher.gapped.clear()
+    for topic_name, partition in rebuild:
         _cover_from_log_start(queues, table, topic_name, partition)
         # a rebuild may bring back records a compaction had removed: all of it is dirty again
         if table.topics[topic_name].cleaned_offsets.pop(partition, None) is not None:
