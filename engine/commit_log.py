@@ -16,7 +16,7 @@ Entry layout (big-endian; RocketMQ's, with a 2-byte TOPIC length for 249-charact
     56      8     STORETIMESTAMP      when the store appended it (ms)
     64      8     STOREHOST           broker IPv4 + port
     72      4     RECONSUMETIMES      0
-    76      8     PREPARED_TX_OFFSET  0
+    76      8     PREPARED_TX_OFFSET  0; a cleaner's copy (SYSFLAG RELOCATED): the entry it copies
     84      4+n   BODY                length, then the batch
     ..      2+n   TOPIC               length, then UTF-8 name
     ..      2+n   PROPERTIES          length, then bytes
