@@ -58,6 +58,22 @@ QUIET_LIMIT_S = 12.0  # settle gives up after this: passes then come every 2 s r
 QUIET_POLL_S = 0.05
 
 
+
+async def append_round_robin(store: MessageStore, topic: str, partitions: int, body: memoryview,
+                             count: int, appends: int, timestamp: int = 0) -> None:
+    """``appends`` appends of ``body`` to the partitions in turn, letting the loop run every
+    YIELD_EVERY_BYTES as a server does between requests."""
+    since_yield = 0
+    for i in range(appends):
+        result = store.append(topic, i % partitions, body, offset_count=count,
+                              max_timestamp=timestamp)
+        if result.status is not StoreStatus.OK:
+            raise RuntimeError(f"append to {topic}-{i % partitions} failed: {result}")
+        since_yield += len(body)
+        if since_yield >= YIELD_EVERY_BYTES:
+            since_yield = 0
+            await asyncio.sleep(0)
+
 @dataclass
 class Sample:
     mb_per_s: float
@@ -181,17 +197,9 @@ async def append_async(directory: Path, volume: int, batch_bytes: int, partition
     await store.consumequeue_flush_service.flush()
     await asyncio.to_thread(os.sync)
     appends = max(volume // len(body), partitions)
-    since_yield = 0
     back_memory(directory.parent, volume)  # beside the store, not in it
     window = Window()
-    for i in range(appends):
-        result = store.append("bench", i % partitions, view, offset_count=count, max_timestamp=0)
-        if result.status is not StoreStatus.OK:
-            raise RuntimeError(f"append failed: {result}")
-        since_yield += len(body)
-        if since_yield >= YIELD_EVERY_BYTES:
-            since_yield = 0
-            await asyncio.sleep(0)
+    await append_round_robin(store, "bench", partitions, view, count, appends)
     drain_started = time.perf_counter()
     store.queues.drain()  # so are the ConsumeQueue units still in memory (see ConsumeQueue)
     drain_ms = (time.perf_counter() - drain_started) * 1000

@@ -91,6 +91,33 @@ def bench_store(
     bench_main(data_dir, volume_mb, rounds, partition_volume_mb, quiet_s)
 
 
+@bench_app.command("lifecycle", help="The log's lifecycle on the store alone: produce MB/s with "
+                                     "the CommitLog cleaner idle, relocating and compacting "
+                                     "beside the appends; the cleaner's own MB/s; disk used "
+                                     "against live data after a long mixed run in simulated "
+                                     "time, checked against the documented bound.")
+def bench_lifecycle(
+    data_dir: Annotated[Path | None, typer.Option(help="where to write (default: a temp dir)")] = None,
+    volume_mb: Annotated[int, typer.Option(
+        help="MiB appended in each timed produce window; the backlog the cleaner works "
+             "through is twice this")] = 512,
+    segment_mb: Annotated[int, typer.Option(help="CommitLog segment size in MiB")] = 16,
+    rounds: Annotated[int, typer.Option(
+        help="produce rounds, each mode once per round (the ratio is the median of the "
+             "rounds' own)")] = 5,
+    minutes: Annotated[int, typer.Option(help="simulated minutes of the mixed run")] = 60,
+    quiet_s: Annotated[float | None, typer.Option(
+        help="before each step, wait until the machine has reported no free memory to its "
+             "host for this long, in seconds (default: 2.2; 0: do not wait)")] = None,
+) -> None:
+    if min(volume_mb, segment_mb, rounds, minutes) < 1:
+        raise typer.BadParameter("--volume-mb, --segment-mb, --rounds and --minutes must be at "
+                                 "least 1")
+    from bench.lifecycle import main as lifecycle_main
+
+    lifecycle_main(data_dir, volume_mb, segment_mb, rounds, minutes, quiet_s)
+
+
 @bench_app.command("codec", help="Protocol codecs: Produce decode and Fetch encode, "
                                  "CommitGate vs kio (if installed) vs kafka-python.")
 def bench_codec(
