@@ -335,6 +335,8 @@ class ConsumeQueue(QueueCore):
         """The first offset of the run of units ending just below ``offset`` that pass
         ``test`` (compaction points a removed batch's offsets at the next batch it kept)."""
         lo = offset
+        if lo > self.min_offset and not test(self.unit_or_hole(lo - 1)):
+            return lo  # the usual case: no run, one unit read
         while lo > self.min_offset:
             index = (lo - 1) // self.entries_per_file
             if lo <= self.pending_from and index not in self.file_indexes:

@@ -207,15 +207,19 @@ class LogCompactor:
             elif run_lo is not None:
                 pending.append(Pointing(run_lo, covered, *_phy_and_size(entry)))
             run_lo, covered = None, after
-            if chunk_bytes >= CHUNK_BYTES or time.monotonic() >= deadline:
+            if chunk_bytes >= CHUNK_BYTES:  # one fdatasync per chunk, not per slice
                 if not await self._apply(topic, queue, pending, touched, dying, copies):
                     return None
                 written += chunk_bytes
                 pending, chunk_bytes, dying, copies = [], 0, [], []
                 await self._cleaner.throttle(started, written)
-                if self._cleaner.stopping:
-                    return None
                 deadline = time.monotonic() + SLICE_S
+            elif time.monotonic() >= deadline:
+                await asyncio.sleep(0)
+                deadline = time.monotonic() + SLICE_S
+            if self._cleaner.stopping:
+                self._bury(copies)
+                return None
         else:
             if run_lo is not None:  # the batch at ``end`` takes the last dropped offsets
                 phy, size, _ = queue.get(end)
