@@ -40,25 +40,22 @@ here so that the driver and the checker cannot disagree about them.
 """
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import random
 import sys
 import time
 from pathlib import Path
 
-from engine import MessageStore, StoreStatus
-from protocol.record_batch import KafkaBodyFormat, build_batch
+from engine import StoreStatus
+from protocol.record_batch import build_batch
+from tests.engine.crash_writer import run_from_command_line
 from tests.engine.relocation_writer import (
     CHURN,
-    DELETE_EVERY,
-    IN_FLIGHT,
     PARTITIONS,
-    STATS_POLL_S,
     TOPIC_CONFIGS,
     Driver,
+    drive,
     emit,
-    store_config,
 )
 
 COMPACTED = "compacted"
@@ -96,13 +93,9 @@ def batch_spec(seed: int, counter: int) -> tuple[str, int, list[Record]]:
     return CHURN, rng.randrange(PARTITIONS[CHURN]), records
 
 
-def fail(message: str) -> None:
-    sys.stderr.write(f"compaction_writer: {message}\n")
-    sys.stderr.flush()
-    raise SystemExit(3)
-
-
 class CompactionDriver(Driver):
+    name = "compaction_writer"
+
     async def append_forever(self) -> None:
         """One in-flight slot: (announce,) append, wait until durable, print the ACK, repeat."""
         store = self.store
@@ -116,31 +109,23 @@ class CompactionDriver(Driver):
             result = store.append(topic, partition, memoryview(body), offset_count=len(records),
                                   max_timestamp=max(r[3] for r in records))
             if result.status is not StoreStatus.OK or result.base_offset != base:
-                fail(f"append to {topic}-{partition} (announced at {base}) returned {result}")
+                self.fail(f"append to {topic}-{partition} (announced at {base}) returned {result}")
             status = await store.wait_durable(result.phy_end)
             if status is not StoreStatus.OK:
-                fail(f"wait_durable({result.phy_end}) returned {status}")
+                self.fail(f"wait_durable({result.phy_end}) returned {status}")
             if topic == COMPACTED:
                 emit(f"ACK {partition} {base} {len(records)}")
                 continue
             emit(f"CHURN_ACK {partition} {base}")
-            self.churn_acks += 1
-            if self.churn_acks % DELETE_EVERY == 0:
-                self.delete_churn()
+            self.churn_acked()
 
-    async def report_stats(self) -> None:
-        """Print the compactor's and the cleaner's counters whenever they change."""
+    def counters(self) -> tuple[int, ...]:
+        """What STATS lines print: the compactor's counters, then the cleaner's."""
         compactor = self.store.retention.compactor
         stats = self.store.retention.cleaner.stats
-        last = None
-        while True:
-            now = (compactor.rewritten_batches, compactor.dropped_batches,
-                   compactor.cleaned_partitions, stats.relocated_entries,
-                   stats.deleted_segments, len(self.store.commit_log.queue.files))
-            if now != last:
-                emit("STATS " + " ".join(map(str, now)))
-                last = now
-            await asyncio.sleep(STATS_POLL_S)
+        return (compactor.rewritten_batches, compactor.dropped_batches,
+                compactor.cleaned_partitions, stats.relocated_entries, stats.deleted_segments,
+                len(self.store.commit_log.queue.files))
 
     def trace_compaction(self) -> None:
         """Print lines around each cleaning and each chunk it applies (observation only: the
@@ -166,31 +151,19 @@ class CompactionDriver(Driver):
 
         compactor._apply = traced_apply
 
+    def trace(self) -> None:
+        self.trace_relocation()
+        self.trace_compaction()
+
 
 async def run(data_dir: Path, seed: int) -> None:
-    store = MessageStore(store_config(data_dir), KafkaBodyFormat())
-    await store.open()
-    driver = CompactionDriver(store, seed)
-    driver.trace_relocation()
-    driver.trace_compaction()
-    topics = {COMPACTED: (COMPACTED_PARTITIONS, COMPACT_CONFIGS),
-              CHURN: (PARTITIONS[CHURN], TOPIC_CONFIGS)}
-    for topic, (partitions, configs) in topics.items():
-        if store.topic(topic) is None:
-            result = store.create_topic(topic, partitions, configs)
-            if result.status is not StoreStatus.OK:
-                fail(f"create_topic({topic}) returned {result}")
-        for partition in range(partitions):
-            emit(f"OPEN {topic} {partition} {store.log_start_offset(topic, partition)} "
-                 f"{store.log_end_offset(topic, partition)}")
-    await asyncio.gather(driver.report_stats(),
-                         *(driver.append_forever() for _ in range(IN_FLIGHT)))
+    await drive(CompactionDriver, data_dir, seed,
+                {COMPACTED: (COMPACTED_PARTITIONS, COMPACT_CONFIGS),
+                 CHURN: (PARTITIONS[CHURN], TOPIC_CONFIGS)})
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) != 3:
-        fail("usage: python -m tests.engine.compaction_writer DATA_DIR SEED")
-    asyncio.run(run(Path(argv[1]), int(argv[2])))
+    run_from_command_line(argv, CompactionDriver.name, run)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ import random
 import struct
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from engine import AppendResult, MessageStore, StoreConfig, StoreStatus
@@ -42,17 +43,18 @@ RECORDS_COUNT = struct.Struct(">i")
 RECORDS_COUNT_AT = 57
 
 
-def store_config(data_dir: Path) -> StoreConfig:
-    """The store settings of both the writer and the checker."""
-    return StoreConfig(
-        data_dir=data_dir,
-        commitlog_segment_bytes=SEGMENT_BYTES,
-        consumequeue_entries_per_file=CQ_ENTRIES_PER_FILE,
-        flush_disk_type="SYNC_FLUSH",
+def store_config(data_dir: Path, **overrides) -> StoreConfig:
+    """The store settings of both the writer and the checker (the other crash drivers' with
+    their ``overrides``)."""
+    settings = {
+        "commitlog_segment_bytes": SEGMENT_BYTES,
+        "consumequeue_entries_per_file": CQ_ENTRIES_PER_FILE,
+        "flush_disk_type": "SYNC_FLUSH",
         # The defaults would fallocate a 420 MB IndexFile; small ones also make the index roll.
-        index_hash_slots=1024,
-        index_max_entries=4096,
-    )
+        "index_hash_slots": 1024,
+        "index_max_entries": 4096,
+    }
+    return StoreConfig(data_dir=data_dir, **{**settings, **overrides})
 
 
 def batch_header(body: memoryview | bytes) -> tuple[int, int]:
@@ -130,10 +132,17 @@ async def run(data_dir: Path, seed: int) -> None:
     await asyncio.gather(*(append_forever(store, seed, counter) for _ in range(IN_FLIGHT)))
 
 
-def main(argv: list[str]) -> None:
+def run_from_command_line(argv: list[str], writer: str,
+                          drive: Callable[[Path, int], Awaitable[None]]) -> None:
+    """``python -m tests.engine.<writer> DATA_DIR SEED``: runs ``drive(DATA_DIR, SEED)`` (until
+    the parent kills it)."""
     if len(argv) != 3:
-        fail("usage: python -m tests.engine.crash_writer DATA_DIR SEED")
-    asyncio.run(run(Path(argv[1]), int(argv[2])))
+        fail(f"usage: python -m tests.engine.{writer} DATA_DIR SEED", writer)
+    asyncio.run(drive(Path(argv[1]), int(argv[2])))
+
+
+def main(argv: list[str]) -> None:
+    run_from_command_line(argv, "crash_writer", run)
 
 
 if __name__ == "__main__":

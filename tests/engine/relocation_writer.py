@@ -54,14 +54,11 @@ STATS_POLL_S = 0.001
 def store_config(data_dir: Path, *, retention_check_interval_ms: int = RETENTION_CHECK_MS
                  ) -> StoreConfig:
     """The store settings of both the driver and the checker (which passes a long interval:
-    its checks must see the store as recovery left it)."""
-    return StoreConfig(
-        data_dir=data_dir,
+    its checks must see the store as recovery left it): crash_writer's, with these."""
+    return crash_writer.store_config(
+        data_dir,
         commitlog_segment_bytes=SEGMENT_BYTES,
         consumequeue_entries_per_file=CQ_ENTRIES_PER_FILE,
-        flush_disk_type="SYNC_FLUSH",
-        index_hash_slots=1024,
-        index_max_entries=4096,
         retention_check_interval_ms=retention_check_interval_ms,
         cleaner_io_max_bytes_per_second=1 << 30,
     )
@@ -86,11 +83,11 @@ def batch_spec(seed: int, counter: int) -> tuple[str, int, list[tuple[bytes | No
     return topic, partition, records
 
 
-def fail(message: str) -> None:
-    crash_writer.fail(message, "relocation_writer")
-
-
 class Driver:
+    """Drives the store from IN_FLIGHT append slots; ``compaction_writer`` extends it."""
+
+    name = "relocation_writer"  # the module, in usage and failure messages
+
     def __init__(self, store: MessageStore, seed: int) -> None:
         self.store = store
         self.seed = seed
@@ -103,28 +100,39 @@ class Driver:
         while True:
             topic, partition, records = batch_spec(self.seed, next(self.counter))
             result, body, digest = await crash_writer.append_durably(
-                store, topic, partition, records, "relocation_writer")
+                store, topic, partition, records, self.name)
             emit(f"ACK {topic} {partition} {result.base_offset} {len(records)} {len(body)} "
                  f"{digest}")
             if topic == CHURN:
-                self.churn_acks += 1
-                if self.churn_acks % DELETE_EVERY == 0:
-                    self.delete_churn()
+                self.churn_acked()
+
+    def fail(self, message: str) -> None:
+        crash_writer.fail(message, self.name)
+
+    def churn_acked(self) -> None:
+        """Every DELETE_EVERY acknowledged churn batches, all of churn is deleted."""
+        self.churn_acks += 1
+        if self.churn_acks % DELETE_EVERY == 0:
+            self.delete_churn()
 
     def delete_churn(self) -> None:
         for partition in range(PARTITIONS[CHURN]):
             status, start = self.store.delete_records(CHURN, partition, -1)
             if status is not StoreStatus.OK:
-                fail(f"delete_records({CHURN}-{partition}) returned {status}")
+                self.fail(f"delete_records({CHURN}-{partition}) returned {status}")
             emit(f"DEL {partition} {start}")
 
-    async def report_stats(self) -> None:
-        """Print the cleaner's counters whenever they change."""
+    def counters(self) -> tuple[int, ...]:
+        """What STATS lines print: the cleaner's counters and the CommitLog's segments."""
         stats = self.store.retention.cleaner.stats
+        return (stats.relocated_entries, stats.relocated_bytes, stats.deleted_segments,
+                len(self.store.commit_log.queue.files))
+
+    async def report_stats(self) -> None:
+        """Print the counters whenever they change."""
         last = None
         while True:
-            now = (stats.relocated_entries, stats.relocated_bytes, stats.deleted_segments,
-                   len(self.store.commit_log.queue.files))
+            now = self.counters()
             if now != last:
                 emit("STATS " + " ".join(map(str, now)))
                 last = now
@@ -146,17 +154,25 @@ class Driver:
 
         cleaner._relocate = traced
 
+    def trace(self) -> None:
+        """Install the driver's traces (before any topic is made)."""
+        self.trace_relocation()
 
-async def run(data_dir: Path, seed: int) -> None:
+
+async def drive(driver_class: type[Driver], data_dir: Path, seed: int,
+                topics: dict[str, tuple[int, dict[str, str]]]) -> None:
+    """Open the store, make ``topics`` ({name: (partitions, configs)}) where a former run did
+    not, print what recovery left (OPEN lines), then run ``driver_class``'s append slots and
+    its STATS task until killed."""
     store = MessageStore(store_config(data_dir), KafkaBodyFormat())
     await store.open()
-    driver = Driver(store, seed)
-    driver.trace_relocation()
-    for topic, partitions in PARTITIONS.items():
+    driver = driver_class(store, seed)
+    driver.trace()
+    for topic, (partitions, configs) in topics.items():
         if store.topic(topic) is None:
-            result = store.create_topic(topic, partitions, TOPIC_CONFIGS)
+            result = store.create_topic(topic, partitions, configs)
             if result.status is not StoreStatus.OK:
-                fail(f"create_topic({topic}) returned {result}")
+                driver.fail(f"create_topic({topic}) returned {result}")
         for partition in range(partitions):
             emit(f"OPEN {topic} {partition} {store.log_start_offset(topic, partition)} "
                  f"{store.log_end_offset(topic, partition)}")
@@ -164,10 +180,13 @@ async def run(data_dir: Path, seed: int) -> None:
                          *(driver.append_forever() for _ in range(IN_FLIGHT)))
 
 
+async def run(data_dir: Path, seed: int) -> None:
+    await drive(Driver, data_dir, seed,
+                {topic: (partitions, TOPIC_CONFIGS) for topic, partitions in PARTITIONS.items()})
+
+
 def main(argv: list[str]) -> None:
-    if len(argv) != 3:
-        fail("usage: python -m tests.engine.relocation_writer DATA_DIR SEED")
-    asyncio.run(run(Path(argv[1]), int(argv[2])))
+    crash_writer.run_from_command_line(argv, Driver.name, run)
 
 
 if __name__ == "__main__":

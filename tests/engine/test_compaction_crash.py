@@ -51,8 +51,6 @@ import itertools
 import random
 import re
 import shutil
-import subprocess
-import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,18 +67,15 @@ from tests.engine.compaction_writer import (
     PARTITIONS,
     value_digest,
 )
+from tests.engine.test_crash_recovery import READ_CHUNK
 from tests.engine.test_relocation_crash import (
-    EXIT_TIMEOUT_S,
-    KILL_POINT_TIMEOUT_S,
-    MAX_EXTRA_LINES,
-    MAX_NTH,
-    READ_CHUNK,
-    ROOT,
     ROUNDS,
     KillingCollector,
     KillPlan,
+    assert_opened_as_checked,
     checker_store,
     commitlog_segments,
+    run_driver_round,
 )
 
 SEED = 20240811
@@ -184,70 +179,22 @@ class CompactionKillingCollector(KillingCollector):
     first compaction (the rewritten or dropped batches counter grew), ``entries`` counts both,
     and the modes "rewrite" / "dropped" kill at a growth of that counter."""
 
+    GROWTH_MODES = ("rewrite", "dropped")
+
     def __init__(self, *args) -> None:
         super().__init__(*args)
         self.rewritten = self.dropped = 0
 
-    def _step(self, line: str) -> None:
-        kind, *fields = line.split()
+    def _grew(self, fields: list[str]) -> set[str]:
+        rewritten, dropped = int(fields[0]), int(fields[1])
         grew = set()
-        if kind == "STATS":
-            rewritten, dropped = int(fields[0]), int(fields[1])
-            if rewritten > self.rewritten:
-                grew.add("rewrite")
-            if dropped > self.dropped:
-                grew.add("dropped")
-            self.rewritten, self.dropped = rewritten, dropped
-            self.entries = rewritten + dropped
-        if not self.relocated.is_set():
-            if grew:
-                self.relocated.set()
-            return
-        self._after += 1
-        plan = self.plan
-        if plan.mode == "lines":
-            hit = self._after >= plan.lines
-        elif plan.mode in ("rewrite", "dropped"):
-            hit = plan.mode in grew
-        else:
-            hit = kind == plan.mode
-        self._hits += hit
-        if hit and (plan.mode == "lines" or self._hits >= plan.nth):
-            self.proc.kill()
-            self.kill_line = line.strip()
-            self.killed.set()
-
-
-def run_compaction_round(data_dir: Path, seed: int, plan: KillPlan, stderr_path: Path
-                         ) -> RoundOutput:
-    """Start the driver, SIGKILL it at the plan's line after its first compaction (or when
-    that line does not come in time), collect its output."""
-    with stderr_path.open("w+") as stderr:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.engine.compaction_writer", str(data_dir), str(seed)],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=stderr, text=True)
-        collector = CompactionKillingCollector(proc, proc.stdout, plan)
-        collector.start()
-        try:
-            compacted = collector.relocated.wait(COMPACTION_TIMEOUT_S) and collector.entries > 0
-            if compacted:
-                collector.killed.wait(KILL_POINT_TIMEOUT_S)
-            proc.kill()  # when the plan's line never came; a no-op after the collector's kill
-            proc.wait(EXIT_TIMEOUT_S)
-            collector.join(EXIT_TIMEOUT_S)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(EXIT_TIMEOUT_S)
-            proc.stdout.close()
-        stderr.seek(0)
-        output = parse_lines(collector.lines, collector.kill_line, proc.returncode,
-                             stderr.read())
-    assert compacted, f"driver (seed {seed}) compacted nothing in {COMPACTION_TIMEOUT_S}s or " \
-                      f"exited early (rc {proc.returncode}):\n{output.stderr[-4000:]}"
-    assert proc.returncode == -9, f"driver ended by itself (rc {proc.returncode}):\n" \
-                                  f"{output.stderr[-4000:]}"
-    return output
+        if rewritten > self.rewritten:
+            grew.add("rewrite")
+        if dropped > self.dropped:
+            grew.add("dropped")
+        self.rewritten, self.dropped = rewritten, dropped
+        self.entries = rewritten + dropped
+        return grew
 
 
 def parse_lines(lines: list[str], kill_line: str, returncode: int, stderr: str) -> RoundOutput:
@@ -266,6 +213,16 @@ def parse_lines(lines: list[str], kill_line: str, returncode: int, stderr: str) 
         elif kind == "STATS":
             output.stats = tuple(map(int, fields))
     return output
+
+
+def run_compaction_round(data_dir: Path, seed: int, plan: KillPlan, stderr_path: Path
+                         ) -> RoundOutput:
+    """Start the driver, SIGKILL it at the plan's line after its first compaction (or when
+    that line does not come in time), collect its output."""
+    return run_driver_round(data_dir, seed, plan, stderr_path,
+                            module="tests.engine.compaction_writer",
+                            collector=CompactionKillingCollector, parse=parse_lines,
+                            first="compacted", first_timeout_s=COMPACTION_TIMEOUT_S)
 
 
 # ---- checking the store ---------------------------------------------------------------------
@@ -425,10 +382,7 @@ def assert_round_continues(output: RoundOutput, models: list[PartitionModel],
     expected = {(COMPACTED, p): (0, model.end) for p, model in enumerate(models)}
     expected.update({(CHURN, p): last.churn[p] if last else (0, 0)
                      for p in range(PARTITIONS[CHURN])})
-    changed = {key: (output.opens.get(key), value) for key, value in expected.items()
-               if output.opens.get(key) != value}
-    assert not changed, f"the driver's start found other (log start, log end) than the check " \
-                        f"that closed the store cleanly before it, (found, checked): {changed}"
+    assert_opened_as_checked(output.opens, expected, output.stderr)
 
 
 def record_round(output: RoundOutput, models: list[PartitionModel]) -> None:
@@ -456,8 +410,7 @@ def test_sigkill_during_compaction_keeps_the_last_record_of_every_key(tmp_path: 
     most_segments = 0
     crashed_copy = tmp_path / "last-crash"
     for round_no in range(ROUNDS):
-        mode = KILL_MODES[round_no % len(KILL_MODES)]
-        plan = KillPlan(mode, rng.randint(1, MAX_EXTRA_LINES), rng.randint(1, MAX_NTH))
+        plan = KillPlan.for_round(round_no, KILL_MODES, rng)
         output = run_compaction_round(data_dir, SEED + round_no, plan,
                                       tmp_path / f"driver-{round_no}.stderr")
         context = f"round {round_no}, {plan}, killed after {output.kill_line!r}"

@@ -20,9 +20,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Generic, TypeVar
 
 import pytest
 
@@ -90,39 +91,73 @@ class StoreState:
 
 
 class LineCollector(threading.Thread):
-    """Drains the writer's stdout (a full pipe would stall it) and signals the first ACK."""
+    """Drains a child's stdout (a full pipe would stall it), keeping its whole lines; ``step``
+    sees each of them, ``ended`` runs at the end of the output."""
 
     def __init__(self, stream: IO[str]) -> None:
         super().__init__(daemon=True)
         self.stream = stream
         self.lines: list[str] = []
-        self.first_ack_or_eof = threading.Event()
 
     def run(self) -> None:
-        for line in self.stream:
-            if not line.endswith("\n"):  # cut by the kill: never acknowledged
-                break
-            self.lines.append(line)
-            if line.startswith("ACK "):
-                self.first_ack_or_eof.set()
+        try:
+            for line in self.stream:
+                if not line.endswith("\n"):  # cut by the kill: never acknowledged
+                    break
+                self.lines.append(line)
+                self.step(line)
+        finally:
+            self.ended()
+
+    def step(self, line: str) -> None:
+        pass
+
+    def ended(self) -> None:
+        pass
+
+
+class FirstAckCollector(LineCollector):
+    """Signals the writer's first ACK (or the end of its output)."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        super().__init__(stream)
+        self.first_ack_or_eof = threading.Event()
+
+    def step(self, line: str) -> None:
+        if line.startswith("ACK "):
+            self.first_ack_or_eof.set()
+
+    def ended(self) -> None:
         self.first_ack_or_eof.set()
 
 
-def run_writer_round(data_dir: Path, seed: int, rng: random.Random, stderr_path: Path
-                     ) -> RoundOutput:
-    """Start the writer, SIGKILL it a random while after its first ACK, collect its output."""
+Collector = TypeVar("Collector", bound=LineCollector)
+
+
+@dataclass
+class KilledChild(Generic[Collector]):
+    collector: Collector  # holds the child's output lines
+    reached: bool  # the child got where it was to be killed
+    returncode: int
+    stderr: str
+
+
+def run_until_killed(module: str, data_dir: Path, seed: int, stderr_path: Path,
+                     collector_of: Callable[[subprocess.Popen], Collector],
+                     kill_point: Callable[[subprocess.Popen, Collector], bool]
+                     ) -> KilledChild[Collector]:
+    """Start ``python -m module DATA_DIR SEED`` (cwd = the project root) with
+    ``collector_of(proc)`` draining its stdout, wait in ``kill_point(proc, collector)``
+    (which returns whether the child got where it was to be killed; the collector may kill it
+    there itself), SIGKILL it and collect its output."""
     with stderr_path.open("w+") as stderr:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.engine.crash_writer", str(data_dir), str(seed)],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=stderr, text=True)
-        collector = LineCollector(proc.stdout)
+        proc = subprocess.Popen([sys.executable, "-m", module, str(data_dir), str(seed)],
+                                cwd=ROOT, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        collector = collector_of(proc)
         collector.start()
         try:
-            ready = collector.first_ack_or_eof.wait(FIRST_ACK_TIMEOUT_S)
-            alive = proc.poll() is None
-            if ready and alive:
-                time.sleep(rng.uniform(*KILL_DELAY_S))
-            proc.kill()
+            reached = kill_point(proc, collector)
+            proc.kill()  # a no-op when the collector killed it already
             proc.wait(EXIT_TIMEOUT_S)
             collector.join(EXIT_TIMEOUT_S)
         finally:
@@ -131,11 +166,28 @@ def run_writer_round(data_dir: Path, seed: int, rng: random.Random, stderr_path:
                 proc.wait(EXIT_TIMEOUT_S)
             proc.stdout.close()
         stderr.seek(0)
-        output = parse_lines(collector.lines, proc.returncode, stderr.read())
-    assert ready and alive, f"writer (seed {seed}) gave no ACK in {FIRST_ACK_TIMEOUT_S}s or " \
-                            f"exited early (rc {proc.returncode}):\n{output.stderr[-4000:]}"
-    assert proc.returncode == -9, f"writer ended by itself (rc {proc.returncode}):\n" \
-                                  f"{output.stderr[-4000:]}"
+        return KilledChild(collector, reached, proc.returncode, stderr.read())
+
+
+def run_writer_round(data_dir: Path, seed: int, rng: random.Random, stderr_path: Path
+                     ) -> RoundOutput:
+    """Start the writer, SIGKILL it a random while after its first ACK, collect its output."""
+    def a_while_after_the_first_ack(proc: subprocess.Popen, collector: FirstAckCollector
+                                    ) -> bool:
+        ready = collector.first_ack_or_eof.wait(FIRST_ACK_TIMEOUT_S)
+        alive = proc.poll() is None
+        if ready and alive:
+            time.sleep(rng.uniform(*KILL_DELAY_S))
+        return ready and alive
+
+    child = run_until_killed("tests.engine.crash_writer", data_dir, seed, stderr_path,
+                             lambda proc: FirstAckCollector(proc.stdout),
+                             a_while_after_the_first_ack)
+    output = parse_lines(child.collector.lines, child.returncode, child.stderr)
+    assert child.reached, f"writer (seed {seed}) gave no ACK in {FIRST_ACK_TIMEOUT_S}s or " \
+                          f"exited early (rc {child.returncode}):\n{output.stderr[-4000:]}"
+    assert child.returncode == -9, f"writer ended by itself (rc {child.returncode}):\n" \
+                                   f"{output.stderr[-4000:]}"
     return output
 
 
@@ -154,29 +206,40 @@ def parse_lines(lines: list[str], returncode: int, stderr: str) -> RoundOutput:
 # ---- checking the store ---------------------------------------------------------------------
 
 
-def read_partition(store: MessageStore, partition: int) -> tuple[dict[Key, StoredBatch], int]:
-    """Every batch from the log start to the log end; asserts that base offsets chain."""
-    offset = store.log_start_offset(TOPIC, partition)
-    assert offset == 0, f"partition {partition}: log start {offset}, nothing was deleted"
-    end = store.log_end_offset(TOPIC, partition)
-    batches: dict[Key, StoredBatch] = {}
+def read_batches(store: MessageStore, topic: str, partition: int, start: int, end: int
+                 ) -> dict[int, StoredBatch]:
+    """Every batch from ``start`` to ``end`` by base offset; asserts that base offsets chain
+    from ``start`` and that the last batch ends at ``end``."""
+    where = f"{topic}-{partition}"
+    offset = start
+    batches: dict[int, StoredBatch] = {}
     while offset < end:
-        result = store.read(TOPIC, partition, offset, READ_CHUNK)
-        assert result.status is StoreStatus.OK, (partition, offset, end, result.status)
-        assert result.buffers, f"partition {partition}: no batch at {offset} below the log end {end}"
+        result = store.read(topic, partition, offset, READ_CHUNK)
+        assert result.status is StoreStatus.OK, (where, offset, end, result.status)
+        assert result.buffers, f"{where}: no batch at {offset} below the log end {end} (log " \
+                               f"start {start})"
         for buffer in result.buffers:
             base, count = batch_header(buffer)
             digest = hashlib.sha256(buffer).hexdigest()
             buffer.release()  # a view into the mapped segment would keep it open at close
-            assert base == offset, f"partition {partition}: expected a batch at offset " \
-                                   f"{offset}, the next one starts at {base}"
-            assert count >= 1, (partition, base, count)
-            batches[(partition, base)] = StoredBatch(count, digest)
+            assert base == offset, f"{where}: expected a batch at offset {offset}, the next " \
+                                   f"one starts at {base} (log start {start}, end {end})"
+            assert count >= 1, (where, base, count)
+            batches[base] = StoredBatch(count, digest)
             offset = base + count
-        assert result.next_offset == offset, (partition, result.next_offset, offset)
-    assert offset == end, f"partition {partition}: the last batch ends at offset {offset}, " \
-                          f"past the log end offset {end}"
-    return batches, end
+        assert result.next_offset == offset, (where, result.next_offset, offset)
+    assert offset == end, f"{where}: the last batch ends at offset {offset}, past the log end " \
+                          f"offset {end}"
+    return batches
+
+
+def read_partition(store: MessageStore, partition: int) -> tuple[dict[Key, StoredBatch], int]:
+    """Every batch from the log start to the log end; asserts that base offsets chain."""
+    start = store.log_start_offset(TOPIC, partition)
+    assert start == 0, f"partition {partition}: log start {start}, nothing was deleted"
+    end = store.log_end_offset(TOPIC, partition)
+    batches = read_batches(store, TOPIC, partition, start, end)
+    return {(partition, base): batch for base, batch in batches.items()}, end
 
 
 async def read_store(data_dir: Path) -> StoreState:
@@ -364,8 +427,9 @@ def test_corrupted_last_commitlog_entry_is_cut_at_unclean_start_and_appends_cont
 KILLED = 137
 
 
-def run_crash_child(function: str, data_dir: Path) -> RoundOutput:
-    code = f"import sys; from {__name__} import {function}; {function}(sys.argv[1])"
+def run_crash_child(function: str, data_dir: Path, module: str = __name__) -> RoundOutput:
+    """Run ``module.function(str(data_dir))`` in a child that must die with KILLED."""
+    code = f"import sys; from {module} import {function}; {function}(sys.argv[1])"
     child = subprocess.run([sys.executable, "-c", code, str(data_dir)], cwd=ROOT,
                            capture_output=True, text=True, timeout=60, check=False)
     output = parse_lines(child.stdout.splitlines(keepends=True), child.returncode, child.stderr)

@@ -38,11 +38,11 @@ import hashlib
 import random
 import shutil
 import subprocess
-import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, TypeVar
 
 import pytest
 
@@ -51,25 +51,27 @@ from engine.mapped_file_queue import segment_starts
 from engine.paths import StorePaths
 from engine.recovery import RecoveryReport
 from protocol.record_batch import KafkaBodyFormat, build_batch
-from tests.engine.crash_writer import batch_header
 from tests.engine.relocation_writer import CHURN, KEEP, PARTITIONS, SEGMENT_BYTES, store_config
-from tests.engine.test_crash_recovery import StoredBatch
+from tests.engine.test_crash_recovery import (
+    LineCollector,
+    StoredBatch,
+    read_batches,
+    run_until_killed,
+)
 
-ROOT = Path(__file__).resolve().parents[2]
 ROUNDS = 20
 SEED = 20240707
 RELOCATION_TIMEOUT_S = 30.0  # interpreter start + store open + recovery + the first relocation
 KILL_POINT_TIMEOUT_S = 10.0  # after the first relocation, for the chosen kill line
-EXIT_TIMEOUT_S = 10.0
 MAX_EXTRA_LINES = 1500
 MAX_NTH = 6
 KILL_MODES = ("lines", "RELOC_BEGIN", "repoint", "RELOC_END")
 CHECK_INTERVAL_MS = 3_600_000  # the checker's store runs no retention pass of its own
 SETTLE_PASSES = 20  # cleaner passes at most, each deleting at least one segment
-READ_CHUNK = 4 << 20
 
 Partition = tuple[str, int]  # (topic, partition)
 Key = tuple[str, int, int]  # (topic, partition, base offset)
+Output = TypeVar("Output")  # what a driver's output is parsed into
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,12 @@ class KillPlan:
     mode: str  # one of KILL_MODES
     lines: int  # "lines": kill after this many lines following the first relocation
     nth: int  # the other modes: kill at the nth such line after the first relocation
+
+    @classmethod
+    def for_round(cls, round_no: int, modes: tuple[str, ...], rng: random.Random) -> KillPlan:
+        """Round ``round_no``'s plan: the modes in turn, the numbers drawn from ``rng``."""
+        return cls(modes[round_no % len(modes)], rng.randint(1, MAX_EXTRA_LINES),
+                   rng.randint(1, MAX_NTH))
 
 
 @dataclass
@@ -123,16 +131,19 @@ def all_partitions() -> list[Partition]:
 # ---- running the driver ---------------------------------------------------------------------
 
 
-class KillingCollector(threading.Thread):
+class KillingCollector(LineCollector):
     """Drains the driver's stdout and SIGKILLs it right when it reads the plan's line, which
-    puts the kill a pipe's latency after the driver printed it."""
+    puts the kill a pipe's latency after the driver printed it. Its first event (``relocated``)
+    is the first relocation, a growth of the relocated entries counter of a STATS line; the
+    mode "repoint" kills at such a growth (test_compaction_crash's subclass keys both on the
+    compactor's counters instead)."""
+
+    GROWTH_MODES: tuple[str, ...] = ("repoint",)  # plan modes hit by a counter's growth
 
     def __init__(self, proc: subprocess.Popen, stream: IO[str], plan: KillPlan) -> None:
-        super().__init__(daemon=True)
+        super().__init__(stream)
         self.proc = proc
-        self.stream = stream
         self.plan = plan
-        self.lines: list[str] = []
         self.relocated = threading.Event()  # set at the first relocation, or at EOF
         self.killed = threading.Event()  # set at the kill, or at EOF
         self.kill_line = ""
@@ -140,24 +151,23 @@ class KillingCollector(threading.Thread):
         self._hits = 0
         self.entries = 0  # the cleaner's relocated_entries as last printed
 
-    def run(self) -> None:
-        try:
-            for line in self.stream:
-                if not line.endswith("\n"):  # cut by the kill: never acknowledged
-                    break
-                self.lines.append(line)
-                if not self.killed.is_set():
-                    self._step(line)
-        finally:
-            self.relocated.set()
-            self.killed.set()
+    def step(self, line: str) -> None:
+        if not self.killed.is_set():
+            self._step(line)
+
+    def ended(self) -> None:
+        self.relocated.set()
+        self.killed.set()
+
+    def _grew(self, fields: list[str]) -> set[str]:
+        """The growth modes a STATS line's counters hit."""
+        entries = int(fields[0])
+        grew, self.entries = entries > self.entries, entries
+        return {"repoint"} if grew else set()
 
     def _step(self, line: str) -> None:
         kind, *fields = line.split()
-        grew = False
-        if kind == "STATS":
-            entries = int(fields[0])
-            grew, self.entries = entries > self.entries, entries
+        grew = self._grew(fields) if kind == "STATS" else set()
         if not self.relocated.is_set():
             if grew:
                 self.relocated.set()
@@ -166,8 +176,8 @@ class KillingCollector(threading.Thread):
         plan = self.plan
         if plan.mode == "lines":
             hit = self._after >= plan.lines
-        elif plan.mode == "repoint":
-            hit = grew
+        elif plan.mode in self.GROWTH_MODES:
+            hit = plan.mode in grew
         else:
             hit = kind == plan.mode
         self._hits += hit
@@ -175,39 +185,6 @@ class KillingCollector(threading.Thread):
             self.proc.kill()
             self.kill_line = line.strip()
             self.killed.set()
-
-
-def run_driver_round(data_dir: Path, seed: int, plan: KillPlan, stderr_path: Path
-                     ) -> RoundOutput:
-    """Start the driver, SIGKILL it at the plan's line after its first relocation (or when
-    that line does not come in time), collect its output."""
-    with stderr_path.open("w+") as stderr:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.engine.relocation_writer", str(data_dir), str(seed)],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=stderr, text=True)
-        collector = KillingCollector(proc, proc.stdout, plan)
-        collector.start()
-        try:
-            relocated = collector.relocated.wait(RELOCATION_TIMEOUT_S) and \
-                collector.entries > 0
-            if relocated:
-                collector.killed.wait(KILL_POINT_TIMEOUT_S)
-            proc.kill()  # when the plan's line never came; a no-op after the collector's kill
-            proc.wait(EXIT_TIMEOUT_S)
-            collector.join(EXIT_TIMEOUT_S)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(EXIT_TIMEOUT_S)
-            proc.stdout.close()
-        stderr.seek(0)
-        output = parse_lines(collector.lines, collector.kill_line, proc.returncode,
-                             stderr.read())
-    assert relocated, f"driver (seed {seed}) relocated nothing in {RELOCATION_TIMEOUT_S}s or " \
-                      f"exited early (rc {proc.returncode}):\n{output.stderr[-4000:]}"
-    assert proc.returncode == -9, f"driver ended by itself (rc {proc.returncode}):\n" \
-                                  f"{output.stderr[-4000:]}"
-    return output
 
 
 def parse_lines(lines: list[str], kill_line: str, returncode: int, stderr: str) -> RoundOutput:
@@ -231,6 +208,32 @@ def parse_lines(lines: list[str], kill_line: str, returncode: int, stderr: str) 
     return output
 
 
+def run_driver_round(data_dir: Path, seed: int, plan: KillPlan, stderr_path: Path, *,
+                     module: str = "tests.engine.relocation_writer",
+                     collector: type[KillingCollector] = KillingCollector,
+                     parse: Callable[[list[str], str, int, str], Output] = parse_lines,
+                     first: str = "relocated", first_timeout_s: float = RELOCATION_TIMEOUT_S
+                     ) -> Output:
+    """Start the driver (``module``), SIGKILL it at the plan's line after the first event its
+    ``collector`` waits for (``first``: what the driver has then done; by default its first
+    relocation), or when that line does not come in time; ``parse`` its output."""
+    def at_the_plans_line(proc: subprocess.Popen, watcher: KillingCollector) -> bool:
+        started = watcher.relocated.wait(first_timeout_s) and watcher.entries > 0
+        if started:
+            watcher.killed.wait(KILL_POINT_TIMEOUT_S)
+        return started
+
+    child = run_until_killed(module, data_dir, seed, stderr_path,
+                             lambda proc: collector(proc, proc.stdout, plan), at_the_plans_line)
+    output = parse(child.collector.lines, child.collector.kill_line, child.returncode,
+                   child.stderr)
+    assert child.reached, f"driver (seed {seed}) {first} nothing in {first_timeout_s}s or " \
+                          f"exited early (rc {child.returncode}):\n{output.stderr[-4000:]}"
+    assert child.returncode == -9, f"driver ended by itself (rc {child.returncode}):\n" \
+                                   f"{output.stderr[-4000:]}"
+    return output
+
+
 # ---- checking the store ---------------------------------------------------------------------
 
 
@@ -241,26 +244,8 @@ def read_partition(store: MessageStore, topic: str, partition: int
     start = store.log_start_offset(topic, partition)
     end = store.log_end_offset(topic, partition)
     assert 0 <= start <= end, (topic, partition, start, end)
-    offset = start
-    batches: dict[Key, StoredBatch] = {}
-    while offset < end:
-        result = store.read(topic, partition, offset, READ_CHUNK)
-        assert result.status is StoreStatus.OK, (topic, partition, offset, end, result.status)
-        assert result.buffers, f"{topic}-{partition}: no batch at {offset} below the log end " \
-                               f"{end} (log start {start})"
-        for buffer in result.buffers:
-            base, count = batch_header(buffer)
-            digest = hashlib.sha256(buffer).hexdigest()
-            buffer.release()  # a view into the mapped segment would keep it open at close
-            assert base == offset, f"{topic}-{partition}: expected a batch at offset {offset}, " \
-                                   f"the next one starts at {base} (log start {start}, end {end})"
-            assert count >= 1, (topic, partition, base, count)
-            batches[(topic, partition, base)] = StoredBatch(count, digest)
-            offset = base + count
-        assert result.next_offset == offset, (topic, partition, result.next_offset, offset)
-    assert offset == end, f"{topic}-{partition}: the last batch ends at offset {offset}, past " \
-                          f"the log end offset {end}"
-    return batches, start, end
+    batches = read_batches(store, topic, partition, start, end)
+    return {(topic, partition, base): batch for base, batch in batches.items()}, start, end
 
 
 def read_all(store: MessageStore, report: RecoveryReport) -> StoreState:
@@ -360,11 +345,7 @@ def assert_round_continues(output: RoundOutput, state: StoreState | None) -> Non
         expected = {key: (0, 0) for key in all_partitions()}
     else:
         expected = {key: (state.starts[key], state.ends[key]) for key in all_partitions()}
-    changed = {key: (output.opens.get(key), value) for key, value in expected.items()
-               if output.opens.get(key) != value}
-    assert not changed, f"the driver's start found other (log start, log end) than the check " \
-                        f"that closed the store cleanly before it, (found, checked): {changed}; " \
-                        f"driver stderr:\n{output.stderr[-3000:]}"
+    assert_opened_as_checked(output.opens, expected, output.stderr)
     for topic, partition in all_partitions():
         bases = [a.base for a in output.acks if (a.topic, a.partition) == (topic, partition)]
         if bases:
@@ -372,6 +353,17 @@ def assert_round_continues(output: RoundOutput, state: StoreState | None) -> Non
             # round is acknowledged before any later one of it.
             assert min(bases) == expected[(topic, partition)][1], \
                 (topic, partition, min(bases), expected)
+
+
+def assert_opened_as_checked(opens: dict[Partition, tuple[int, int]],
+                             expected: dict[Partition, tuple[int, int]], stderr: str) -> None:
+    """The driver's start found (OPEN lines) the (log start, log end) of every partition that
+    the check which closed the store cleanly before it found."""
+    changed = {key: (opens.get(key), value) for key, value in expected.items()
+               if opens.get(key) != value}
+    assert not changed, f"the driver's start found other (log start, log end) than the check " \
+                        f"that closed the store cleanly before it, (found, checked): {changed}; " \
+                        f"driver stderr:\n{stderr[-3000:]}"
 
 
 def commitlog_segments(data_dir: Path) -> int:
@@ -408,8 +400,7 @@ def assert_rebuild_matches(crashed: Path, expected: StoreState, acked: dict[Key,
 
 async def append_one_per_keep_partition(data_dir: Path, ends: dict[Partition, int]
                                         ) -> dict[Key, Ack]:
-    store = MessageStore(store_config(data_dir, retention_check_interval_ms=CHECK_INTERVAL_MS),
-                         KafkaBodyFormat())
+    store = checker_store(data_dir)
     await store.open()
     added: dict[Key, Ack] = {}
     try:
@@ -441,8 +432,7 @@ def test_sigkill_during_relocation_keeps_every_acknowledged_batch(tmp_path: Path
     relocated = relocations = written = most_segments = 0
     kills: dict[str, int] = {}
     for round_no in range(ROUNDS):
-        mode = KILL_MODES[round_no % len(KILL_MODES)]
-        plan = KillPlan(mode, rng.randint(1, MAX_EXTRA_LINES), rng.randint(1, MAX_NTH))
+        plan = KillPlan.for_round(round_no, KILL_MODES, rng)
         output = run_driver_round(data_dir, SEED + round_no, plan,
                                   tmp_path / f"driver-{round_no}.stderr")
         context = f"round {round_no}, {plan}, killed after {output.kill_line!r}"

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,14 +20,13 @@ from engine.paths import StorePaths
 from tests.engine.crash_writer import CQ_ENTRIES_PER_FILE
 from tests.engine.test_crash_recovery import (
     KILLED,
-    ROOT,
     Ack,
     Key,
     append_acked,
     open_with_topic,
-    parse_lines,
     record_acks,
     recovered_and_appendable,
+    run_crash_child,
 )
 
 
@@ -156,12 +153,7 @@ def drain_dies_at_pending_limit(data_dir: str) -> None:
 def test_sigkill_after_a_drain_made_the_next_file_loses_no_acknowledged_batch(
         tmp_path, child, unacknowledged):
     data_dir = tmp_path / "data"
-    code = f"import sys; from {__name__} import {child}; {child}(sys.argv[1])"
-    run = subprocess.run([sys.executable, "-c", code, str(data_dir)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=60, check=False)
-    assert run.returncode == KILLED, f"{child} was not killed where planned " \
-                                     f"(rc {run.returncode}):\n{run.stderr[-4000:]}"
-    output = parse_lines(run.stdout.splitlines(keepends=True), run.returncode, run.stderr)
+    output = run_crash_child(child, data_dir, __name__)
     acked: dict[Key, Ack] = {}
     record_acks(acked, output.acks)
     top = max(ack.end for ack in acked.values())
