@@ -161,3 +161,22 @@ def test_compact_and_delete_applies_retention_bytes_over_removed_offsets(tmp_pat
             assert store.log_start_offset("c", 0) == 29
             assert [offset for offset, _, _ in _read_all(store, "c", 29)] == [29, 30, 31]
     run(body())
+
+
+def test_max_compaction_lag_cleans_below_the_dirty_ratio(tmp_path, run):
+    async def body():
+        async with open_store(tmp_path) as store:
+            model = _table(store, seed=4)
+            await store.retention.run_once()  # all dirty: cleaned
+            compactor = store.retention.compactor
+            assert compactor.cleaned_partitions == 1
+            store.alter_topic_configs("c", {"min.cleanable.dirty.ratio": "0.99"})
+            model.update(_produce(store, "c", [[(b"k1", b"new")], [(b"end", b"z")]]))
+            await store.retention.run_once()  # a small dirty share: not due
+            assert compactor.cleaned_partitions == 1
+            # the records carry timestamp 1000 (1970): older than any lag
+            store.alter_topic_configs("c", {"max.compaction.lag.ms": "60000"})
+            await store.retention.run_once()
+            assert compactor.cleaned_partitions == 2
+            assert _read_all(store, "c") == _expected(model)
+    run(body())
