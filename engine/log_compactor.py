@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAP_ENTRY_BYTES = 24  # as Kafka counts its offset map: a 16-byte key hash and an 8-byte offset
-CHUNK_BYTES = 1 << 20  # rewritten batches made durable (one fdatasync) before units move
+CHUNK_BYTES = 8 << 20  # rewritten batches made durable (one fdatasync) before units move
 
 
 def cleanup_policy(topic: TopicRecord, config: StoreConfig) -> set[str]:
@@ -181,9 +181,8 @@ class LogCompactor:
         touched: set[Path] = set()
         pending: list[Pointing] = []
         run_lo: int | None = None  # start of the offsets of dropped batches not yet pointed
-        chunk_bytes, covered, written = 0, start, 0
-        started = deadline = time.monotonic()
-        deadline += SLICE_S
+        chunk_bytes, covered = 0, start
+        deadline = time.monotonic() + SLICE_S
         dying: list[tuple[int, int]] = []  # old entries of this chunk's rewritten batches
         copies: list[tuple[int, int]] = []  # this chunk's new entries
         for entry, after in store.batch_entries(queue, start, end):
@@ -210,9 +209,8 @@ class LogCompactor:
             if chunk_bytes >= CHUNK_BYTES:  # one fdatasync per chunk, not per slice
                 if not await self._apply(topic, queue, pending, touched, dying, copies):
                     return None
-                written += chunk_bytes
+                await self._cleaner.throttle(chunk_bytes)
                 pending, chunk_bytes, dying, copies = [], 0, [], []
-                await self._cleaner.throttle(started, written)
                 deadline = time.monotonic() + SLICE_S
             elif time.monotonic() >= deadline:
                 await asyncio.sleep(0)
@@ -225,6 +223,7 @@ class LogCompactor:
                 phy, size, _ = queue.get(end)
                 pending.append(Pointing(run_lo, end, phy, size))
             if await self._apply(topic, queue, pending, touched, dying, copies):
+                await self._cleaner.throttle(chunk_bytes)
                 return touched
             return None
         self._bury(copies)  # a copy could not be written: what this chunk made is garbage

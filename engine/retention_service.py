@@ -83,6 +83,7 @@ class RetentionService:
                 changed |= self._apply_topic_retention(topic.name, partition, topic.configs, now_ms)
         if changed:
             self._store.table.save()
+        self.cleaner.start_pass()
         await self.compactor.run(now_ms)
         return await self.cleaner.clean(pressure=pressure)
 

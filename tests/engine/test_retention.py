@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import shutil
+import time
 
 from engine import StoreStatus
 from tests.engine.conftest import batch, open_store
@@ -231,4 +232,22 @@ def test_log_start_moves_between_two_passes_are_all_counted(tmp_path, run):
                 assert store.retention.cleaner._live_estimate(mapped) == \
                     walked[mapped.start_offset][1]
             assert store.read("t", 0, 180, 1 << 20).next_offset == 200
+    run(body())
+
+
+def test_the_cleaner_keeps_its_io_rate(tmp_path, run):
+    async def body():
+        rate = 40 * 1024
+        async with open_store(tmp_path, cleaner_io_max_bytes_per_second=rate) as store:
+            store.create_topic("keep", 1, {"retention.ms": "-1"})
+            store.create_topic("short", 1, {"retention.ms": "-1"})
+            for round_ in range(5):
+                _fill(store, "keep", 1, 40, ts=round_)  # 40 KB live in each segment
+                _fill(store, "short", 1, 40)
+            store.delete_records("short", 0, -1)
+            started = time.monotonic()
+            await store.retention.run_once()
+            moved = store.retention.cleaner.stats.relocated_bytes
+            assert moved > rate  # more than a second's worth was copied...
+            assert time.monotonic() - started >= moved / rate  # ...and no faster
     run(body())
