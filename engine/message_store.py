@@ -19,7 +19,6 @@ from engine.checkpoint import StoreCheckpoint
 from engine.commit_log import (
     COUNT_AND_BASE,
     PREFIX_SIZE,
-    RELOCATED,
     CommitLog,
     DispatchRequest,
     body_of,
@@ -425,7 +424,9 @@ class MessageStore:
                      ) -> Iterator[tuple[str, int, int, memoryview, int]] | None:
         """Stored batches of existing topics from CommitLog offset ``from_phy`` on (or from the
         oldest segment kept), as (topic, partition, base offset, body, entry end): what state
-        kept beside the store (idempotent producers) is rebuilt from at start. None when
+        kept beside the store (idempotent producers) is rebuilt from at start. Copies the
+        cleaner or the compactor made come too, after newer batches of their partition (their
+        originals may be gone): the caller keeps a batch only above the last it has. None when
         ``from_phy`` lies past the CommitLog end: recovery cut off a tail the caller had seen."""
         commit_log = self.commit_log
         if from_phy > commit_log.max_offset:
@@ -436,9 +437,8 @@ class MessageStore:
                                                check_crc=False):
                 topic = self.table.topics.get(req.topic)
                 if topic is None or req.partition >= topic.partitions or \
-                        req.phy_offset < topic.created_phy or req.sys_flag & RELOCATED:
-                    continue  # a deleted topic, an earlier topic of the same name, or a
-                    # cleaner's copy of a batch already met (or older than the caller's state)
+                        req.phy_offset < topic.created_phy:
+                    continue  # a deleted topic, or an earlier topic of the same name
                 yield (req.topic, req.partition, req.queue_offset,
                        commit_log.body(req.phy_offset, req.size), req.phy_offset + req.size)
         return stored()

@@ -127,6 +127,9 @@ class ProducerStateManager:
         entry = self.entries.get(key)
         if entry is None:
             entry = self.entries[key] = ProducerEntry()
+        elif entry.batches and base_offset <= entry.batches[-1].base_offset:
+            return  # replay met a copy the CommitLog cleaner or the compactor made of a batch
+            # it has seen (copies lie after newer batches; Kafka keeps their producer fields)
         if batch.producer_epoch != entry.epoch:
             entry.epoch = batch.producer_epoch
             entry.batches.clear()

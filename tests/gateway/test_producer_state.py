@@ -135,3 +135,15 @@ def test_state_of_deleted_topics_is_dropped(log):
     assert log.state.retain_topics([TOPIC]) == 0
     assert log.state.retain_topics(["another-topic-id"]) == 1
     assert log.state.entries == {}
+
+
+def test_replay_ignores_a_copy_of_a_batch_it_has_seen(log):
+    for seq in (0, 3, 6):
+        assert log.send(header(seq, 3)).error is ErrorCode.NONE
+    # the cleaner's copy of the first batch (offset 0), replayed after the newer ones
+    log.state.record(TOPIC, 0, header(0, 3), 0, 1_000, log.end + 500)
+    assert log.send(header(9, 3)).error is ErrorCode.NONE
+    assert log.send(header(3, 3)).duplicate is not None
+    # a copy from an older epoch does not fence the current one either
+    log.state.record(TOPIC, 0, header(0, 3, epoch=0), 3, 1_000, log.end + 600)
+    assert log.send(header(12, 3)).error is ErrorCode.NONE
