@@ -8,7 +8,13 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 from kafka import KafkaConsumer, TopicPartition
 
 from gateway.launcher import BrokerProcess
@@ -144,4 +150,12 @@ def test_bad_compaction_configs_are_refused(broker, config):
     future = admin.create_topics([NewTopic(name, 1, config=config)])[name]
     with pytest.raises(KafkaException) as caught:
         future.result(30)
+    assert caught.value.args[0].code() == KafkaError.INVALID_CONFIG
+    # and by IncrementalAlterConfigs on a topic that exists
+    admin.create_topics([NewTopic(name, 1)])[name].result(30)
+    [(key, value)] = config.items()
+    resource = ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=[
+        ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException) as caught:
+        admin.incremental_alter_configs([resource])[resource].result(30)
     assert caught.value.args[0].code() == KafkaError.INVALID_CONFIG
