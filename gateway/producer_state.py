@@ -128,13 +128,30 @@ class ProducerStateManager:
         if entry is None:
             entry = self.entries[key] = ProducerEntry()
         elif entry.batches and base_offset <= entry.batches[-1].base_offset:
-            return  # replay met a copy the CommitLog cleaner or the compactor made of a batch
-            # it has seen (copies lie after newer batches; Kafka keeps their producer fields)
+            self._replay_older(entry, batch, base_offset, timestamp, phy_end)
+            return
         if batch.producer_epoch != entry.epoch:
             entry.epoch = batch.producer_epoch
             entry.batches.clear()
         entry.batches.append(BatchMetadata(batch.base_sequence, batch.last_sequence, base_offset,
                                            batch.offset_count, timestamp, phy_end))
+        self.dirty = True
+
+    def _replay_older(self, entry: ProducerEntry, batch: BatchHeader, base_offset: int,
+                      timestamp: int, phy_end: int) -> None:
+        """Replay met a batch below the last it has: a copy the CommitLog cleaner or the
+        compactor made (copies lie after newer batches; a rewritten batch keeps its producer
+        fields), maybe all that is left of it. One of the same epoch not seen yet takes its
+        place among the last batches, in offset order; the rest is ignored (an older epoch
+        must not fence the current one)."""
+        if batch.producer_epoch != entry.epoch or \
+                any(known.base_offset == base_offset for known in entry.batches):
+            return
+        kept = sorted([*entry.batches, BatchMetadata(
+            batch.base_sequence, batch.last_sequence, base_offset, batch.offset_count,
+            timestamp, phy_end)], key=lambda known: known.base_offset)
+        entry.batches.clear()
+        entry.batches.extend(kept[-CACHED_BATCHES:])
         self.dirty = True
 
     def expire(self, now_ms: int, expiration_ms: int) -> int:

@@ -147,3 +147,15 @@ def test_replay_ignores_a_copy_of_a_batch_it_has_seen(log):
     # a copy from an older epoch does not fence the current one either
     log.state.record(TOPIC, 0, header(0, 3, epoch=0), 3, 1_000, log.end + 600)
     assert log.send(header(12, 3)).error is ErrorCode.NONE
+
+
+def test_replay_puts_older_copies_back_among_the_last_batches(log):
+    batches = [header(seq, 3) for seq in (0, 3, 6)]
+    # replay met the newest batch first, then the copies of the older ones (their originals
+    # gone): all three are recognised
+    log.state.record(TOPIC, 0, batches[2], 6, 1_000, 900)
+    log.state.record(TOPIC, 0, batches[0], 0, 1_000, 1_000)
+    log.state.record(TOPIC, 0, batches[1], 3, 1_000, 1_100)
+    log.end = 9
+    assert [log.send(b).duplicate.base_offset for b in batches] == [0, 3, 6]
+    assert log.send(header(9, 3)).error is ErrorCode.NONE
