@@ -45,7 +45,3 @@ class BodyFormat(Protocol):
                 ) -> bytes | memoryview | None:
         """The body with only the records ``keep`` accepts (same offsets): ``body`` itself
         when all are kept, None when none is."""
-
-    def producer_id(self, body: memoryview) -> int:
-        """The idempotent producer that wrote the batch, or -1 (a cleaning keeps each
-        producer's last batch)."""

@@ -155,15 +155,22 @@ class CommitLogCleaner:
                             oldest.path, live)
                 self._store.commit_log.ledger.dead[oldest.start_offset] = oldest.size - live
                 break
-            await self._delete_oldest()
+            if not await self._delete_oldest():
+                break
             deleted += 1
         self._zombies = [mapped for mapped in self._zombies if not mapped.close()]
         return deleted
 
-    async def _delete_oldest(self) -> None:
+    async def _delete_oldest(self) -> bool:
         """Forget the oldest segment, then unlink and unmap it on the cleaner's thread (6 ms
-        for 16 MiB on the loop)."""
+        for 16 MiB on the loop); False when a ``before_segment_delete`` hook could not save
+        what it keeps."""
         store = self._store
+        for hook in store.before_segment_delete:
+            if not await hook():
+                log.warning("cleaner: %s kept: state rebuilt from the CommitLog could not be "
+                            "saved first", store.commit_log.queue.files[0].path)
+                return False
         mapped = store.commit_log.queue.files.pop(0)
         log.info("cleaner: deleting CommitLog segment %s", mapped.path)
         store.commit_log.ledger.forget(mapped.start_offset)
@@ -172,6 +179,7 @@ class CommitLogCleaner:
         loop = asyncio.get_running_loop()
         if not await loop.run_in_executor(self._executor, mapped.destroy):
             self._zombies.append(mapped)
+        return True
 
     # ---- relocation -------------------------------------------------------------------------
 
@@ -196,7 +204,8 @@ class CommitLogCleaner:
             if not await self._relocate(oldest):
                 break
             # every entry live when the walk met it moved, and liveness never comes back
-            await self._delete_oldest()
+            if not await self._delete_oldest():
+                break
             deleted += 1 + await self.delete_dead_segments()
         return deleted
 

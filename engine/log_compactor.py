@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING
 from engine.commit_log import (
     BODY_LEN,
     BODY_LEN_AT,
-    COUNT_AND_BASE,
     PREFIX_SIZE,
     RELOCATED,
     body_of,
@@ -192,13 +191,9 @@ class LogCompactor:
         deadline = time.monotonic() + SLICE_S
         dying: list[tuple[int, int]] = []  # old entries of this chunk's rewritten batches
         copies: list[tuple[int, int]] = []  # this chunk's new entries
-        last_of_producer = await self._last_batches(queue, start)
         for entry, after in store.batch_entries(queue, start, end):
             body = body_of(entry)
             result = store.body_format.compact(body, keep)
-            if result is None and last_of_producer.get(
-                    store.body_format.producer_id(body)) == _base_offset(entry):
-                result = body  # a producer's last batch stays: its state is rebuilt from it
             if result is None:  # nothing kept: its offsets point at the next batch kept
                 run_lo = covered if run_lo is None else run_lo
                 covered = after
@@ -239,21 +234,6 @@ class LogCompactor:
             return None
         self._bury(copies)  # a copy could not be written: what this chunk made is garbage
         return None
-
-    async def _last_batches(self, queue: ConsumeQueue, start: int) -> dict[int, int]:
-        """Each idempotent producer's last batch in the partition (producer id -> base
-        offset): a cleaning never drops one whole, as Kafka's keeps it (empty there), so that
-        replay at start still finds the producer's last sequence."""
-        store, last = self._store, {}
-        deadline = time.monotonic() + SLICE_S
-        for entry, _ in store.batch_entries(queue, start, queue.max_offset):
-            producer = store.body_format.producer_id(body_of(entry))
-            if producer >= 0:
-                last[producer] = _base_offset(entry)
-            if time.monotonic() >= deadline:
-                await asyncio.sleep(0)
-                deadline = time.monotonic() + SLICE_S
-        return last
 
     def _bury(self, entries: list[tuple[int, int]]) -> None:
         for phy, size in entries:
@@ -312,10 +292,6 @@ class LogCompactor:
 
 def _digest(key: bytes) -> bytes:
     return hashlib.md5(key, usedforsecurity=False).digest()
-
-
-def _base_offset(entry: memoryview) -> int:
-    return COUNT_AND_BASE.unpack_from(entry, 16)[1]
 
 
 def _phy_and_size(entry: memoryview) -> tuple[int, int]:

@@ -11,7 +11,7 @@ import fcntl
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 from engine.allocate_mapped_file_service import AllocateMappedFileService
 from engine.body_format import BodyFormat
@@ -82,6 +82,10 @@ class MessageStore:
         self._trailers: dict[str, bytes] = {}
         self._lock_fd = -1
         self._logged_spell = 0  # the CommitLog's last refusal spell that was logged
+        # Awaited before the cleaner deletes a segment; False stops the deletion. State kept
+        # beside the store that is rebuilt from the CommitLog (idempotent producers) is
+        # saved there: what it would replay may be in that segment alone.
+        self.before_segment_delete: list[Callable[[], Awaitable[bool]]] = []
         self.open_ = False
 
     # ---- life cycle -------------------------------------------------------------------------

@@ -62,6 +62,7 @@ class Broker:
             interval_ms=config.producer_snapshot_interval_ms,
             expiration_ms=config.producer_id_expiration_ms)
         self.producer_snapshots.restore()
+        store.before_segment_delete.append(self.producer_snapshots.round)
         self.configs = BrokerConfigs(config,
                                      config.store.data_dir / "broker" / "dynamic_configs.json")
         self.configs.load()

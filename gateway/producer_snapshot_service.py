@@ -92,15 +92,17 @@ class ProducerSnapshotService:
                 return
             await self.round()
 
-    async def round(self) -> None:
-        """Expire idle producers, forget deleted topics, snapshot if anything changed."""
+    async def round(self) -> bool:
+        """Expire idle producers, forget deleted topics, snapshot if anything changed; whether
+        the state is on disk. The CommitLog cleaner awaits it before it deletes a segment: a
+        producer's batches may live there alone (compaction drops whole batches)."""
         state = self.state
         expired = state.expire(int(time.time() * 1000), self.expiration_ms)
         if expired:
             log.info("producer state: %d idle producer-partitions expired", expired)
         state.retain_topics(t.topic_id for t in self.store.topics())
         if not state.dirty and state.covered == self._written:
-            return
+            return True
         snapshot = producer_snapshot.take(state)  # on the loop; encoding and fsync in a thread
         state.dirty = False
         try:
@@ -108,5 +110,6 @@ class ProducerSnapshotService:
         except OSError as exc:
             log.error("writing the producer state snapshot %s failed: %s", self.path, exc)
             state.dirty = True
-            return
+            return False
         self._written = snapshot[0]
+        return True

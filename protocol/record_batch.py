@@ -50,8 +50,6 @@ CRC_START = 21
 CRC_AT = 17
 ATTRIBUTES_AT = 21
 MAX_TIMESTAMP_AT = 35
-PRODUCER_ID_AT = 43
-PRODUCER_ID = struct.Struct(">q")
 MAGIC_V2 = 2
 BASE_OFFSET = struct.Struct(">q")  # at 0; compiled once: assign() runs for every produced batch
 STORED_CRC = struct.Struct(">I")  # at CRC_AT
@@ -260,9 +258,6 @@ class KafkaBodyFormat:
                 best = (record.offset, record.timestamp)
         return best
 
-
-    def producer_id(self, body: memoryview) -> int:
-        return PRODUCER_ID.unpack_from(body, PRODUCER_ID_AT)[0]
 
     def record_keys(self, body: memoryview) -> Iterator[tuple[int, bytes | None, bool, int]]:
         """(offset, key, is tombstone, timestamp) of each record; nothing for control

@@ -6,7 +6,7 @@ import random
 import shutil
 
 from engine import StoreStatus
-from protocol.record_batch import build_batch, decode_records, read_header
+from protocol.record_batch import decode_records, read_header
 from tests.engine.conftest import batch, open_store
 
 KEEP_TOMBSTONES = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01",
@@ -181,22 +181,3 @@ def test_max_compaction_lag_cleans_below_the_dirty_ratio(tmp_path, run):
             assert _read_all(store, "c") == _expected(model)
     run(body())
 
-
-def test_a_producers_last_batch_is_kept_when_everything_in_it_was_superseded(tmp_path, run):
-    async def body():
-        async with open_store(tmp_path) as store:
-            store.create_topic("c", 1, dict(KEEP_TOMBSTONES))
-            for seq in (0, 1):  # an idempotent producer's two batches
-                body_ = memoryview(bytearray(build_batch([(b"a", b"p%d" % seq, [], 1_000)],
-                                                         producer_id=5, producer_epoch=0,
-                                                         base_sequence=seq)))
-                assert store.append("c", 0, body_, offset_count=1,
-                                    max_timestamp=1_000).status is StoreStatus.OK
-            _produce(store, "c", [[(b"a", b"other")], [(b"end", b"z")]])
-            await store.retention.run_once()
-            # the producer's first batch went, its last stays whole (its state is rebuilt
-            # from it), superseded record and all; the newer value of "a" comes after it
-            assert _read_all(store, "c") == [(1, b"a", b"p1"), (2, b"a", b"other"),
-                                             (3, b"end", b"z")]
-            assert read_header(store.read("c", 0, 1, 1 << 20).buffers[0]).producer_id == 5
-    run(body())
