@@ -236,6 +236,14 @@ class CommitLogCleaner:
 
     def _copy(self, req: DispatchRequest) -> int | None:
         """Append a copy of ``req``'s entry to the head; its CommitLog offset, or None."""
+        copy = self.copy_entry(req)
+        return None if copy is None else copy[0]
+
+    def copy_entry(self, req: DispatchRequest, body: bytes | None = None
+                   ) -> tuple[int, int] | None:
+        """Append a copy (SYSFLAG RELOCATED, naming its source) of the entry ``req`` decodes,
+        with ``body`` in place of its batch when given (the compactor's rewrite): the copy's
+        (phy, size), or None when the disk refused it (logged)."""
         store = self._store
         entry = store.commit_log.entry(req.phy_offset, req.size)
         (body_len,) = BODY_LEN.unpack_from(entry, BODY_LEN_AT)
@@ -243,10 +251,11 @@ class CommitLogCleaner:
         copy = DispatchRequest(req.topic, req.partition, req.queue_offset, req.offset_count, 0, 0,
                                req.max_timestamp, req.store_timestamp, req.sys_flag | RELOCATED,
                                req.phy_offset)
+        new_body = entry[PREFIX_SIZE : PREFIX_SIZE + body_len] if body is None else \
+            memoryview(bytearray(body))
         try:
-            store.commit_log.append_copy(copy, entry[PREFIX_SIZE : PREFIX_SIZE + body_len],
-                                         bytes(entry[PREFIX_SIZE + body_len :]), born_host,
-                                         store.store_host)
+            store.commit_log.append_copy(copy, new_body, bytes(entry[PREFIX_SIZE + body_len :]),
+                                         born_host, store.store_host)
         except OSError as exc:
             log.error("cleaner: copying %s-%d offset %d (CommitLog %d) failed: %s", req.topic,
                       req.partition, req.queue_offset, req.phy_offset, exc)
@@ -254,7 +263,7 @@ class CommitLogCleaner:
         # Nothing waits to be dispatched: the copy needs no units of its own, and the
         # IndexFile builder, which follows this mark, indexes its keys again.
         store.dispatcher.dispatched_offset = store.commit_log.max_offset
-        return copy.phy_offset
+        return copy.phy_offset, copy.size
 
     async def _commit(self, chunk: list[tuple[DispatchRequest, int]], touched: set[Path]
                       ) -> bool:

@@ -25,10 +25,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.commit_log import (
-    BODY_LEN,
-    BODY_LEN_AT,
-    PREFIX_SIZE,
-    RELOCATED,
     body_of,
 )
 from engine.commit_log_cleaner import SLICE_S
@@ -241,22 +237,8 @@ class LogCompactor:
 
     def _append(self, entry: memoryview, body: bytes) -> tuple[int, int] | None:
         """Append a rewritten batch as a copy of ``entry``: (phy, size), or None."""
-        store = self._store
-        req, _ = store.commit_log.decode(_phy_and_size(entry)[0], check_crc=False)
-        (body_len,) = BODY_LEN.unpack_from(entry, BODY_LEN_AT)
-        req.sys_flag |= RELOCATED
-        req.source_phy = req.phy_offset
-        born_host = int.from_bytes(entry[48:56], "big", signed=True)
-        try:
-            store.commit_log.append_copy(req, memoryview(bytearray(body)),
-                                         bytes(entry[PREFIX_SIZE + body_len :]), born_host,
-                                         store.store_host)
-        except OSError as exc:
-            log.error("compaction: writing the cleaned batch of %s-%d at offset %d failed: %s",
-                      req.topic, req.partition, req.queue_offset, exc)
-            return None
-        store.dispatcher.dispatched_offset = store.commit_log.max_offset
-        return req.phy_offset, req.size
+        req, _ = self._store.commit_log.decode(_phy_and_size(entry)[0], check_crc=False)
+        return self._cleaner.copy_entry(req, body)
 
     async def _apply(self, topic: TopicRecord, queue: ConsumeQueue, pending: list[Pointing],
                      touched: set[Path], dying: list[tuple[int, int]],
