@@ -15,8 +15,15 @@ class Endpoint:
 
     @classmethod
     def parse(cls, text: str) -> Endpoint:
-        """``PLAINTEXT://host:port``, ``host:port`` or ``:port`` (Kafka's listener syntax)."""
-        address = text.split("://", 1)[-1].strip()
+        """``PLAINTEXT://host:port``, ``host:port`` or ``:port`` (Kafka's listener syntax).
+
+        Only PLAINTEXT is served: a listener asking for SSL or SASL is refused rather than
+        served in the clear."""
+        protocol, sep, address = text.strip().rpartition("://")
+        if sep and protocol.upper() != "PLAINTEXT":
+            raise ValueError(f"listener {text!r}: security protocol {protocol!r} is not "
+                             f"supported; CommitGate serves PLAINTEXT only")
+        address = address.strip()
         host, sep, port = address.rpartition(":")
         if not sep or not port.isdigit():
             raise ValueError(f"expected [PLAINTEXT://]host:port, got {text!r}")
@@ -36,6 +43,13 @@ class BrokerConfig:
     auto_create_topics: bool = True
     message_max_bytes: int = 1_048_588  # Kafka's default max.message.bytes for a batch
     socket_request_max_bytes: int = 104_857_600
+    # memory of all requests read and not yet answered; reading waits while it is taken
+    queued_max_request_bytes: int = 536_870_912
+    max_connections: int = 2_147_483_647  # Kafka's defaults: no limit
+    max_connections_per_ip: int = 2_147_483_647
+    max_connections_per_ip_overrides: dict[str, int] = field(default_factory=dict)
+    connections_max_idle_ms: int = 600_000
+    max_broker_partitions: int = 100_000  # KIP-578's name: partitions of all topics together
     delete_topic_enable: bool = True
     static_properties: dict[str, str] = field(default_factory=dict)  # as given at start
     producer_id_expiration_ms: int = 86_400_000  # Kafka's producer.id.expiration.ms

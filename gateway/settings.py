@@ -35,6 +35,18 @@ def _listener(text: str) -> Endpoint:
     return Endpoint.parse(listeners[0])
 
 
+def _per_ip_overrides(text: str) -> dict[str, int]:
+    """``host:count,host:count`` (Kafka's max.connections.per.ip.overrides)."""
+    overrides = {}
+    for item in text.split(","):
+        if item.strip():
+            host, sep, count = item.strip().rpartition(":")
+            if not sep or not count.strip().isdigit():
+                raise ValueError(f"expected host:count pairs, got {item!r}")
+            overrides[host.strip("[] ")] = int(count)
+    return overrides
+
+
 def _replication_factor(text: str) -> int:
     if int(text) != 1:
         raise ValueError("CommitGate is a single broker: the replication factor is 1")
@@ -78,6 +90,22 @@ SETTINGS: dict[str, Setting] = {
                                  "largest record batch a topic accepts (default 1048588)"),
     "socket.request.max.bytes": Setting("socket_request_max_bytes", int,
                                         "largest request frame (default 104857600)"),
+    "queued.max.request.bytes": Setting(
+        "queued_max_request_bytes", int,
+        "memory for requests read and not yet answered; reading waits while it is taken "
+        "(536870912; Kafka's -1, no bound, is taken too)"),
+    "max.connections": Setting("max_connections", int,
+                               "connections accepted at once; the next waits (no limit)"),
+    "max.connections.per.ip": Setting("max_connections_per_ip", int,
+                                      "connections from one address; more are closed (no limit)"),
+    "max.connections.per.ip.overrides": Setting(
+        "max_connections_per_ip_overrides", _per_ip_overrides,
+        "per-address limits as host:count,host:count"),
+    "connections.max.idle.ms": Setting("connections_max_idle_ms", int,
+                                       "close a connection idle this long (600000)"),
+    "max.broker.partitions": Setting("max_broker_partitions", int,
+                                     "partitions of all topics together; CreateTopics and "
+                                     "CreatePartitions beyond it are refused (100000)"),
     "delete.topic.enable": Setting("delete_topic_enable", _bool, "allow DeleteTopics (true)"),
     "producer.id.expiration.ms": Setting("producer_id_expiration_ms", int,
                                          "forget an idle idempotent producer's state after "
