@@ -635,8 +635,8 @@ async def mixed_run(directory: Path, segment: int, minutes: int,
         if minutes * 60_000 > EVENTS_RETENTION_MS + MIXED_PASS_EVERY_S * 1000 and \
                 store.log_start_offset(EVENTS_TOPIC, partition) == 0:
             problems.append(f"{EVENTS_TOPIC}-{partition}: retention never moved its log start")
-    by_partitions = sum(store.partition_size(topic.name, p)
-                        for topic in store.topics() for p in range(topic.partitions))
+    by_partitions = sum([await store.partition_size(topic.name, p)
+                         for topic in store.topics() for p in range(topic.partitions)])
     if by_partitions != samples[-1].live:
         problems.append(f"live bytes: the cleaner's walk counts {samples[-1].live:,}, the "
                         f"partitions from their log starts {by_partitions:,}")

@@ -31,8 +31,10 @@ class BodyFormat(Protocol):
     def keys(self, body: memoryview) -> list[bytes]:
         """The non-null record keys in the body, decompressing where needed (never hot path)."""
 
-    def offset_for_timestamp(self, body: memoryview, timestamp: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record at or after ``timestamp``, or None."""
+    def offset_for_timestamp(self, body: memoryview, timestamp: int, min_offset: int = 0
+                             ) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after ``timestamp`` whose offset is
+        at least ``min_offset`` (a log start inside the batch), or None."""
 
     def max_timestamp_offset(self, body: memoryview) -> tuple[int, int] | None:
         """(offset, timestamp) of the record with the largest timestamp, or None if empty."""

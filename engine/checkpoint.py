@@ -66,9 +66,14 @@ class StoreCheckpoint:
             log.warning("checkpoint %s is damaged; recovery starts from the oldest data", path)
         self.value = decoded or Checkpoint()
         self.was_present = decoded is not None
+        # Set when the store goes offline: what is on disk then is the last claim made, so
+        # the next start re-verifies from there (saves after it may claim lost pages).
+        self.frozen = False
 
     def save(self) -> None:
         with self._lock:
+            if self.frozen:
+                return
             page = self.value.encode()
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             try:

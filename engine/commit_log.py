@@ -265,8 +265,8 @@ class CommitLog:
         last = self.queue.files[-1]
         if last.start_offset <= phy < last.start_offset + last.wrote_position:
             pos = phy - last.start_offset
+            last.wrote_position = pos  # first: even if zeroing fails, the next append overwrites
             last.write_at(pos, (bytes(BLANK.size),), BLANK.size)
-            last.wrote_position = pos
 
     def unwritten_at(self, phy: int) -> bool:
         """True when ``phy`` starts never-written space (zeros), not a damaged entry."""

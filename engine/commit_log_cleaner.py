@@ -311,8 +311,9 @@ class CommitLogCleaner:
         loop = asyncio.get_running_loop()
         try:
             await loop.run_in_executor(self._executor, _sync_paths, sorted(paths))
-        except OSError as exc:
-            log.error("cleaner: syncing %d ConsumeQueue files failed: %s", len(paths), exc)
+        except OSError as exc:  # a later sync may claim what this one lost: the store goes
+            self._store.take_offline(f"the cleaner's fdatasync of {len(paths)} ConsumeQueue "
+                                     f"files", exc)
             return False
         return True
 

@@ -3,6 +3,8 @@
 One code path serves live appends (dispatched right after the append, on the event loop) and
 start-up replay (whatever the ConsumeQueues lack is re-dispatched from the CommitLog). Replay is
 idempotent: a unit already present is skipped. The IndexFile builder follows behind on its own.
+An entry whose replay fails (one no live append would have kept: its dispatch failed and a
+crash came before the undo) is logged and left out of its queue, so it cannot stop a start.
 """
 from __future__ import annotations
 
@@ -50,18 +52,35 @@ class Dispatcher:
         """Re-dispatch entries from ``start`` that their queues lack; returns how many."""
         count = 0
         for req in commit_log.iter_entries(start, check_crc=False):
-            if not accept(req):
-                continue
-            if req.sys_flag & RELOCATED and req.queue_offset < \
-                    self.queues.get(req.topic, req.partition).max_offset:
-                count += self._place_copy(req)
-            elif self._lacks(req):
-                queue = self.queues.get(req.topic, req.partition)
-                self._note_gap(req, queue)
-                self.dispatch(req, queue)
-                count += 1
+            if accept(req):
+                count += self._replay_one(req)
         self.dispatched_offset = commit_log.max_offset
         return count
+
+    def _replay_one(self, req: DispatchRequest) -> bool:
+        """Replay one entry; False when nothing was written (present, or its replay failed)."""
+        queue = self.queues.get(req.topic, req.partition)
+        end = queue.max_offset
+        try:
+            if req.sys_flag & RELOCATED and req.queue_offset < end:
+                return self._place_copy(req)
+            if not self._lacks(req):
+                return False
+            self._note_gap(req, queue)
+            self.dispatch(req, queue)
+            return True
+        except Exception:  # logged with its traceback; the start goes on
+            log.exception("replay: %s-%d offset %d (CommitLog offset %d, %d offsets) could not "
+                          "be dispatched; the batch is left out of its partition", req.topic,
+                          req.partition, req.queue_offset, req.phy_offset, req.offset_count)
+        self.gapped.add((req.topic, req.partition))  # later batches' units fill its offsets
+        try:  # no partial units of it may stay
+            if queue.max_offset > end:
+                queue.truncate_offset(end)
+        except Exception:  # the queue may be damaged: the start must go on
+            log.exception("replay: %s-%d: dropping the partial units from offset %d failed",
+                          req.topic, req.partition, end)
+        return False
 
     def _lacks(self, req: DispatchRequest) -> bool:
         queue = self.queues.get(req.topic, req.partition)

@@ -3,7 +3,8 @@
 Every ``flush_interval_ms`` the CommitLog is synced when at least ``flush_least_pages`` pages
 are dirty, or whatever is dirty once ``flush_thorough_interval_ms`` has passed since the last
 full flush (RocketMQ's flushCommitLogLeastPages / flushCommitLogThoroughInterval). At most that
-window is lost if the machine (not just the process) dies.
+window is lost if the machine (not just the process) dies. A failed fdatasync, or any
+failure of the service itself, takes the store offline (``halt``): nothing is synced after it.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from engine.checkpoint import StoreCheckpoint
@@ -18,6 +20,7 @@ from engine.commit_log import CommitLog
 from engine.config import StoreConfig
 from engine.mapped_file import PAGE_SIZE
 from engine.status import StoreStatus
+from engine.supervision import Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -33,13 +36,27 @@ class FlushCommitLogService:
         self._stop = asyncio.Event()
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="flush-commitlog")
         self._task: asyncio.Task | None = None
+        self._on_io_error: Callable[[str, BaseException], None] | None = None
+        self.halted = False  # the store went offline: nothing is synced any more
         self.flushed_offset = commit_log.max_offset
 
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="flush-commitlog")
+    def start(self, supervisor: Supervisor,
+              on_io_error: Callable[[str, BaseException], None]) -> None:
+        """Run under ``supervisor``; a failure goes to ``on_io_error`` (the store goes offline:
+        restarting could mark unsynced pages durable)."""
+        self._on_io_error = on_io_error
+        self._task = supervisor.spawn(
+            "flush-commitlog", self._run, stop=self._stop,
+            on_failure=lambda exc: on_io_error("the CommitLog flush service", exc))
+
+    def halt(self) -> None:
+        self.halted = True
 
     async def wait_durable(self, phy_end: int) -> StoreStatus:
-        """ASYNC_FLUSH answers after the append: the page cache is the durability point."""
+        """ASYNC_FLUSH answers after the append: the page cache is the durability point, until
+        the store goes offline (what was not synced then may be lost)."""
+        if self.halted and phy_end > self.flushed_offset:
+            return StoreStatus.DISK_ERROR
         return StoreStatus.OK
 
     async def sync_to(self, phy_end: int) -> StoreStatus:
@@ -65,11 +82,13 @@ class FlushCommitLogService:
                 await self._flush()
 
     async def _flush(self) -> None:
+        if self.halted:
+            return
         loop = asyncio.get_running_loop()
         try:
             flushed = await loop.run_in_executor(self._executor, self._commit_log.flush)
         except OSError as exc:
-            log.error("ASYNC_FLUSH: fdatasync of the CommitLog failed: %s", exc)
+            self._on_io_error("ASYNC_FLUSH: fdatasync of the CommitLog", exc)
             return
         self.flushed_offset = flushed
         self._last_full = time.monotonic()

@@ -11,6 +11,11 @@ recovery after a crash re-dispatches from there. The queues' ends noted at that 
 saved with it (see ConsumeQueueStore). With thousands of partitions, one fdatasync
 per dirty file would take seconds, so above ``SYNCFS_THRESHOLD`` dirty files a single
 syncfs(2) of the data directory's filesystem does the same work in one call.
+
+A failed sync takes the store offline, as for the CommitLog: a later sync that succeeds would
+let the checkpoint claim units the kernel may have dropped, and the CommitLog cleaner deletes
+segments on the strength of synced units. The queues are rebuilt from the CommitLog at the
+restart (replayed from the frozen checkpoint). Any other failure restarts the loop.
 """
 from __future__ import annotations
 
@@ -30,6 +35,7 @@ from engine.config import StoreConfig
 from engine.consume_queue_store import ConsumeQueueStore, Ends
 from engine.file_handle_cache import FileHandleCache
 from engine.mapped_file import PAGE_SIZE, MappedFile
+from engine.supervision import Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +57,16 @@ class FlushConsumeQueueService:
         self._stop = asyncio.Event()
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="flush-consumequeue")
         self._task: asyncio.Task | None = None
+        self._on_io_error: Callable[[str, BaseException], None] | None = None
+        self.halted = False  # the store went offline: nothing is synced or recorded any more
 
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="flush-consumequeue")
+    def start(self, supervisor: Supervisor,
+              on_io_error: Callable[[str, BaseException], None]) -> None:
+        self._on_io_error = on_io_error
+        self._task = supervisor.spawn("flush-consumequeue", self._run, stop=self._stop)
+
+    def halt(self) -> None:
+        self.halted = True
 
     async def stop(self) -> None:
         self._stop.set()
@@ -71,6 +84,8 @@ class FlushConsumeQueueService:
     async def flush(self, *, thorough: bool = True) -> None:
         """Sync the files due (all of them when ``thorough``); a thorough round also records
         how far the queues are durable."""
+        if self.halted:
+            return
         dispatched = self._dispatched()
         drained = await self._queues.drain_gradually() if thorough else False
         ends = self._queues.ends_table() if drained else {}
@@ -80,8 +95,8 @@ class FlushConsumeQueueService:
         loop = asyncio.get_running_loop()
         try:
             await loop.run_in_executor(self._executor, self._sync, files)
-        except OSError as exc:  # the files' flushed positions did not move: next round again
-            log.error("ConsumeQueue flush failed: %s", exc)
+        except OSError as exc:
+            self._on_io_error("fdatasync of ConsumeQueue files", exc)
             return
         finally:
             self._handles.finish_flush(retired)
@@ -90,7 +105,11 @@ class FlushConsumeQueueService:
         value = self._checkpoint.value
         value.consumequeue_flushed = dispatched
         value.logics_msg_timestamp = int(time.time() * 1000)
-        await loop.run_in_executor(self._executor, self._save, ends)
+        try:
+            await loop.run_in_executor(self._executor, self._save, ends)
+        except OSError as exc:  # each save rewrites the whole of both: the next one mends it
+            log.error("saving the checkpoint and ConsumeQueue ends failed (next round "
+                      "again): %s", exc)
 
     def _save(self, ends: Ends) -> None:
         self._queues.save_ends(ends)
@@ -111,8 +130,11 @@ def syncfs(directory: Path) -> None:
     """Flush every dirty page of the filesystem holding ``directory`` (Linux syncfs(2))."""
     fd = os.open(directory, os.O_RDONLY)
     try:
-        if _LIBC is None or _LIBC.syncfs(fd) != 0:
+        if _LIBC is None:
             os.sync()
+        elif _LIBC.syncfs(fd) != 0:  # an I/O error, not to be hidden by a sync(2) that says none
+            code = ctypes.get_errno()
+            raise OSError(code, f"syncfs of {directory} failed: {os.strerror(code)}")
     finally:
         os.close(fd)
 

@@ -2,7 +2,9 @@
 
 Waiters register the CommitLog offset they need on disk. The service syncs everything written
 so far on a worker thread; appends that arrive meanwhile wait for the next sync, so under load
-one fdatasync covers many appends. The event loop never blocks on the disk.
+one fdatasync covers many appends. The event loop never blocks on the disk. A failed
+fdatasync, or any failure of the service itself, takes the store offline (``halt``): every
+waiter then gets DISK_ERROR, never OK, and no later sync may claim the pages that failed.
 """
 from __future__ import annotations
 
@@ -11,11 +13,13 @@ import heapq
 import itertools
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from engine.checkpoint import StoreCheckpoint
 from engine.commit_log import CommitLog
 from engine.status import StoreStatus
+from engine.supervision import Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -31,17 +35,32 @@ class GroupCommitService:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="group-commit")
         self._task: asyncio.Task | None = None
         self._stopping = False
+        self._on_io_error: Callable[[str, BaseException], None] | None = None
+        self.halted = False  # the store went offline: nothing is synced or promised any more
         self.flushed_offset = commit_log.max_offset
         self.requests = 0  # appends that waited
         self.syncs = 0  # fdatasync rounds that served them
 
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="group-commit")
+    def start(self, supervisor: Supervisor,
+              on_io_error: Callable[[str, BaseException], None]) -> None:
+        """Run under ``supervisor``; a failure goes to ``on_io_error`` (the store goes offline:
+        restarting could mark unsynced pages durable)."""
+        self._on_io_error = on_io_error
+        self._task = supervisor.spawn(
+            "group-commit", self._run,
+            on_failure=lambda exc: on_io_error("the group commit service", exc))
+
+    def halt(self) -> None:
+        """The store is offline: answer every waiter DISK_ERROR and sync nothing more."""
+        self.halted = True
+        self._release(self._commit_log.max_offset + 1, StoreStatus.DISK_ERROR)
 
     async def wait_durable(self, phy_end: int) -> StoreStatus:
         """Return once the CommitLog is on disk up to ``phy_end`` (OK, FLUSH_TIMEOUT, DISK_ERROR)."""
         if phy_end <= self.flushed_offset:
             return StoreStatus.OK
+        if self.halted:
+            return StoreStatus.DISK_ERROR
         if self._stopping:
             return StoreStatus.STORE_CLOSED
         future = asyncio.get_running_loop().create_future()
@@ -70,7 +89,7 @@ class GroupCommitService:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            if self._waiters or self._stopping:
+            if (self._waiters or self._stopping) and not self.halted:
                 await self._sync_round(loop)
             if self._stopping and not self._waiters:
                 return
@@ -78,9 +97,8 @@ class GroupCommitService:
     async def _sync_round(self, loop: asyncio.AbstractEventLoop) -> None:
         try:
             flushed = await loop.run_in_executor(self._executor, self._commit_log.flush)
-        except OSError as exc:
-            log.error("SYNC_FLUSH: fdatasync of the CommitLog failed: %s", exc)
-            self._release(self._commit_log.max_offset, StoreStatus.DISK_ERROR)
+        except OSError as exc:  # the store goes offline, which answers the waiters
+            self._on_io_error("SYNC_FLUSH: fdatasync of the CommitLog", exc)
             return
         self.syncs += 1
         self.flushed_offset = flushed

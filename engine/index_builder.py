@@ -4,7 +4,10 @@ Keys live inside records, possibly compressed, so indexing stays off the append 
 worker reads entries behind the dispatcher, asks the BodyFormat for their keys and puts
 ``topic#key`` into the IndexService. It may lag; ``index_flushed`` in the checkpoint says how far
 the IndexFiles are on disk, and after a restart it resumes from there (a key indexed twice is
-harmless: lookups drop duplicate hits).
+harmless: lookups drop duplicate hits). A failed fdatasync of an IndexFile does not stop the
+store (lookups check every hit against the CommitLog): ``index_flushed`` stays where it was,
+so the next start re-indexes from there, and nothing is synced again in this run (a later sync
+that succeeds could claim pages the kernel dropped).
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from engine.checkpoint import StoreCheckpoint
 from engine.commit_log import CommitLog
 from engine.config import StoreConfig
 from engine.index_file import IndexService
+from engine.supervision import Supervisor, TaskHealth
 
 try:
     from engine._commit_log import follow as _follow
@@ -62,11 +66,14 @@ class IndexBuilder:
         self._thread: threading.Thread | None = None
         self.position = 0  # the next CommitLog offset to index
         self._stalled = False
+        self._flush_failed = False
+        self._health: TaskHealth | None = None
         self._flushed_position = 0
         scanner = getattr(body_format, "scanner", None)
         self._scanner = scanner if _follow is not None else None
 
-    def start(self) -> None:
+    def start(self, supervisor: Supervisor) -> None:
+        """Run the worker thread under ``supervisor`` (restarted if it raises)."""
         if not self.enabled:
             return
         self.service.load()
@@ -74,8 +81,8 @@ class IndexBuilder:
         start = min(self._checkpoint.value.index_flushed, resume)
         self.position = self._flushed_position = max(start, self._commit_log.min_offset)
         self._control[WAKE], self._control[PUBLISHED] = 0, self.position
-        self._thread = threading.Thread(target=self._run, name="index-builder", daemon=True)
-        self._thread.start()
+        self._thread = supervisor.thread("index-builder", self._run, self._stop)
+        self._health = supervisor.tasks["index-builder"]
 
     def stop(self) -> None:
         if self._thread is None:
@@ -239,11 +246,18 @@ class IndexBuilder:
             self.service.put_keys([prefix + key for key in keys], self.position, store_timestamp)
 
     def _flush(self) -> None:
+        if self._flush_failed:
+            return
         position = self.position
         try:
             self.service.flush()
         except OSError as exc:
-            log.error("index: flush failed: %s", exc)
+            self._flush_failed = True
+            if self._health is not None:
+                self._health.failed(exc)
+            log.error("index: fdatasync of the IndexFiles failed: %s; no more IndexFile syncs "
+                      "until a restart, which re-indexes from CommitLog offset %d", exc,
+                      self._flushed_position)
             return
         self._flushed_position = position
         value = self._checkpoint.value

@@ -108,7 +108,10 @@ class MappedFile:
         """fdatasync what was written; safe from a worker thread. Returns the new flushed position."""
         target = self.wrote_position
         if target > self.flushed_position:
-            os.fdatasync(self._fd)
+            try:
+                os.fdatasync(self._fd)
+            except OSError as exc:  # named: the store's offline message says which file
+                raise OSError(exc.errno, f"fdatasync of {self.path}: {exc.strerror}") from None
             self.flushed_position = target
         return self.flushed_position
 

@@ -6,12 +6,17 @@ back as ``StoreStatus`` values; exceptions mean a bug or a damaged store.
 """
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import errno
 import fcntl
 import logging
 import os
+import shutil
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 
 from engine.allocate_mapped_file_service import AllocateMappedFileService
 from engine.body_format import BodyFormat
@@ -35,11 +40,14 @@ from engine.group_commit_service import GroupCommitService
 from engine.index_builder import IndexBuilder
 from engine.log_compactor import cleanup_policy
 from engine.mapped_file_queue import MappedFileQueue
+from engine.partition_sizes import PartitionSizes
 from engine.paths import StorePaths
+from engine.record_search import NOTHING, RecordSearch
 from engine.recovery import RecoveryReport, recover
 from engine.retention_service import RetentionService
 from engine.segment_ledger import StartMove
 from engine.status import AppendResult, ReadResult, StoreStatus, TopicResult
+from engine.supervision import Supervisor
 from engine.topic_table import TopicRecord, TopicTable, topic_name_error
 
 log = logging.getLogger(__name__)
@@ -50,6 +58,13 @@ TIMESTAMP_TYPE, LOG_APPEND_TIME = "message.timestamp.type", "LogAppendTime"
 # A data directory's filesystem must hold this many CommitLog segments: the one written, the
 # pre-allocated next one, the cleaner's reserve and one of data.
 MIN_SEGMENTS_ON_VOLUME = 4
+
+
+def _internal_error(topic: str, partition: int, offset: int) -> AppendResult:
+    """An unexpected failure (logged with its traceback): the client learns only where."""
+    return AppendResult(StoreStatus.INTERNAL_ERROR,
+                        error=f"{topic}-{partition}: the batch at offset {offset} could not be "
+                              f"stored (an internal error, logged by the broker)")
 
 
 class StoreLocked(Exception):
@@ -67,7 +82,12 @@ class MessageStore:
         self.paths = StorePaths(config.data_dir)
         self.store_host = store_host
         self.table = TopicTable(self.paths.topics_file)
-        self._allocator = AllocateMappedFileService(warm_up=config.warm_mapped_file)
+        self.supervisor = Supervisor()
+        self.offline_reason = ""  # why the store refuses writes until a restart ("": it does not)
+        self._durable_end = -1  # CommitLog offset below which reads are served while offline
+        self._allocator = AllocateMappedFileService(
+            warm_up=config.warm_mapped_file,
+            health=self.supervisor.entry("allocate-mapped-file"))
         self.commit_log = CommitLog(self._commitlog_queue(), body_format)
         capacity = config.max_open_consumequeue_files or default_capacity()
         self.handles = FileHandleCache(capacity)
@@ -87,6 +107,9 @@ class MessageStore:
         # saved there: what it would replay may be in that segment alone.
         self.before_segment_delete: list[Callable[[], Awaitable[bool]]] = []
         self.open_ = False
+        self._topic_changes = asyncio.Lock()  # creations, growths, deletions off the loop
+        self.sizes = PartitionSizes(self)  # DescribeLogDirs
+        self.dispatcher.listeners.append(self.sizes.on_dispatch)
 
     # ---- life cycle -------------------------------------------------------------------------
 
@@ -96,6 +119,7 @@ class MessageStore:
         self._check_volume()
         self._lock_directory()
         self.table.load()
+        self._remove_queue_files_aside()
         self.checkpoint = StoreCheckpoint(self.paths.checkpoint)
         clean = not self.paths.abort.exists()
         self.commit_log.queue.load()
@@ -125,16 +149,27 @@ class MessageStore:
         await self.consumequeue_flush_service.stop()
         # Writes what the final flush could not, then syncs and closes the queue files, which
         # the ends and the checkpoint below count on.
-        drained = self.queues.close()
+        try:
+            drained = self.queues.close()
+        except OSError as exc:  # offline, the disk may fail again: the close must go on
+            if not self.offline_reason:
+                raise
+            log.error("store offline: closing the ConsumeQueues failed too: %s", exc)
+            drained = False
         value = self.checkpoint.value
-        value.commitlog_flushed = self.commit_log.flush()
+        if not self.offline_reason:  # a sync after a failed one may claim pages that were lost
+            value.commitlog_flushed = self.commit_log.flush()
         if drained:
             self.queues.save_ends(self.queues.ends_table())
             value.consumequeue_flushed = self.dispatcher.dispatched_offset
         self.checkpoint.save()
         self.commit_log.queue.close()
         self._allocator.shutdown()
-        if drained:
+        self.table.close()
+        if self.offline_reason:  # the abort marker stays: the next start re-verifies the tail
+            log.error("store closed offline (%s); the next start re-verifies the CommitLog "
+                      "from its last durable offset", self.offline_reason)
+        elif drained:
             self.paths.abort.unlink(missing_ok=True)
         else:  # the abort marker stays: the next start re-dispatches the missing units
             log.error("store closed with ConsumeQueue units unwritten; the next start "
@@ -172,16 +207,45 @@ class MessageStore:
                                                     cfg.sync_flush_timeout_ms)
         else:
             self.flush_service = FlushCommitLogService(self.commit_log, self.checkpoint, cfg)
-        self.flush_service.start()
+        self.flush_service.start(self.supervisor, self.take_offline)
         self.consumequeue_flush_service = FlushConsumeQueueService(
             self.handles, self.checkpoint, lambda: self.dispatcher.dispatched_offset,
             self.queues, cfg)
-        self.consumequeue_flush_service.start()
+        self.consumequeue_flush_service.start(self.supervisor, self.take_offline)
         self.index = IndexBuilder(self.paths.index, self.commit_log, self.body_format,
                                   self.checkpoint, cfg, self.dispatcher.end_cell)
-        self.index.start()
+        self.index.start(self.supervisor)
         self.retention = RetentionService(self, cfg)
         self.retention.start()
+
+    # ---- faults -------------------------------------------------------------------------------
+
+    def take_offline(self, what: str, exc: BaseException) -> None:
+        """Kafka's answer to an I/O error in a log directory: after a failed sync the kernel
+        may have dropped the pages, and a later sync that succeeds would claim them. So every
+        write is refused from now on (DISK_ERROR), durability waiters get DISK_ERROR, reads
+        serve only what was durable before the failure, and the checkpoint is frozen with the
+        abort marker kept: only a restart, which re-verifies the CommitLog from the last
+        durable offset by CRC and replays the ConsumeQueues from there, brings writes back."""
+        if self.offline_reason:
+            return
+        self.offline_reason = f"{what} failed: {exc}"
+        self._durable_end = self.flush_service.flushed_offset if self.flush_service else \
+            self.checkpoint.value.commitlog_flushed
+        self.checkpoint.frozen = True
+        for service in (self.flush_service, self.consumequeue_flush_service):
+            if service is not None:
+                service.halt()
+        log.error("store %s is OFFLINE: %s. Writes are refused (KAFKA_STORAGE_ERROR) and reads "
+                  "serve the CommitLog below offset %d, durable before the failure, until a "
+                  "restart re-verifies the tail", self.paths.root, self.offline_reason,
+                  self._durable_end)
+
+    def health(self) -> dict[str, object]:
+        """The store's state for an admin endpoint: offline or not, and every background
+        task's state (running / restarting / failed / stopped, restarts, last error)."""
+        return {"offline": bool(self.offline_reason), "offline_reason": self.offline_reason,
+                "tasks": self.supervisor.health()}
 
     # ---- topics -------------------------------------------------------------------------------
 
@@ -192,39 +256,174 @@ class MessageStore:
         return list(self.table.topics.values())
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None,
-                     *, validate_only: bool = False) -> TopicResult:
-        error = topic_name_error(name)
-        if error:
-            return TopicResult(StoreStatus.INVALID_TOPIC, error)
-        if name in self.table.topics:
-            return TopicResult(StoreStatus.TOPIC_ALREADY_EXISTS, f"topic '{name}' already exists")
-        if partitions < 1:
-            return TopicResult(StoreStatus.INVALID_PARTITIONS,
-                               f"topic '{name}': partitions must be at least 1, got {partitions}")
-        if validate_only:
-            return TopicResult(StoreStatus.OK)
-        record = TopicRecord(name, partitions, configs=dict(configs or {}),
-                             created_phy=self.commit_log.max_offset)
+                     *, validate_only: bool = False, max_partitions: int | None = None
+                     ) -> TopicResult:
+        checked = self._creatable(name, partitions, max_partitions)
+        if checked.status is not StoreStatus.OK or validate_only:
+            return checked
+        record = self._new_record(name, partitions, configs)
         self.queues.create_dirs(name, range(partitions))
         self.table.topics[name] = record
         self.table.save()
         log.info("created topic %s with %d partitions (id %s)", name, partitions, record.topic_id)
         return TopicResult(StoreStatus.OK)
 
+    async def create_topic_off_loop(self, name: str, partitions: int,
+                                    configs: dict[str, str] | None = None, *,
+                                    max_partitions: int | None = None) -> TopicResult:
+        """``create_topic`` with the directories and the table's fsync on the table's thread;
+        requests see the topic once it is on disk. Topic changes off the loop run one at a
+        time: a creation racing another of the same name finds it there."""
+        async with self._topic_changes:
+            checked = self._creatable(name, partitions, max_partitions)
+            if checked.status is not StoreStatus.OK:
+                return checked
+            record = self._new_record(name, partitions, configs)
+            result = await self._save_pending(
+                record, lambda: self.queues.create_dirs(name, range(partitions)))
+        if result.status is StoreStatus.OK:
+            log.info("created topic %s with %d partitions (id %s)", name, partitions,
+                     record.topic_id)
+        return result
+
+    def _offline(self, name: str) -> TopicResult | None:
+        """Topic changes write the table and make files: refused, as appends are, offline."""
+        if not self.offline_reason:
+            return None
+        return TopicResult(StoreStatus.DISK_ERROR, f"topic '{name}': the log directory is "
+                                                   f"offline after an I/O error until a restart")
+
+    def _creatable(self, name: str, partitions: int, max_partitions: int | None) -> TopicResult:
+        offline = self._offline(name)
+        if offline is not None:
+            return offline
+        error = topic_name_error(name)
+        if error:
+            return TopicResult(StoreStatus.INVALID_TOPIC, error)
+        if name in self.table.topics or name in self.table.pending:
+            return TopicResult(StoreStatus.TOPIC_ALREADY_EXISTS, f"topic '{name}' already exists")
+        if partitions < 1:
+            return TopicResult(StoreStatus.INVALID_PARTITIONS,
+                               f"topic '{name}': partitions must be at least 1, got {partitions}")
+        return self._within_limit(name, partitions, max_partitions)
+
+    def _within_limit(self, name: str, adding: int, limit: int | None) -> TopicResult:
+        """KIP-578's max.broker.partitions: the partitions of all topics together."""
+        now = self.table.partition_count()
+        if limit is not None and now + adding > limit:
+            return TopicResult(StoreStatus.PARTITION_LIMIT, (
+                f"Adding {adding} partition(s) to topic '{name}' would take this broker to "
+                f"{now + adding} partitions ({now} now), over max.broker.partitions={limit}."))
+        return TopicResult(StoreStatus.OK)
+
+    def _new_record(self, name: str, partitions: int, configs: dict[str, str] | None
+                    ) -> TopicRecord:
+        return TopicRecord(name, partitions, configs=dict(configs or {}),
+                           created_phy=self.commit_log.max_offset)
+
+    async def _save_pending(self, record: TopicRecord, work: Callable[[], None]) -> TopicResult:
+        """Write the table with ``record`` pending (after ``work``, off the loop), then let
+        requests see it. A failure leaves the topic as it was."""
+        table = self.table
+        table.pending[record.name] = record
+        try:
+            await table.save_off_loop(work)
+        except OSError as exc:
+            log.error("writing topic %s with %d partitions failed: %s", record.name,
+                      record.partitions, exc)
+            table.pending.pop(record.name, None)
+            try:  # a save while it was pending may have written it
+                await table.save_off_loop()
+            except OSError:
+                pass  # logged above; the next save writes the table without it
+            return TopicResult(StoreStatus.DISK_ERROR, f"topic '{record.name}': {exc}")
+        except BaseException:
+            table.pending.pop(record.name, None)
+            raise
+        table.publish(record.name)
+        return TopicResult(StoreStatus.OK)
+
     def delete_topic(self, name: str) -> TopicResult:
         if self.table.topics.pop(name, None) is None:
             return TopicResult(StoreStatus.UNKNOWN_TOPIC_OR_PARTITION, f"no topic '{name}'")
         self.table.save()
+        self._forget_topic(name)
+        return TopicResult(StoreStatus.OK)
+
+    async def delete_topic_off_loop(self, name: str) -> TopicResult:
+        """``delete_topic`` with the file system work on the table's thread: requests stop
+        seeing the topic at once, the answer comes once the table is synced without it, and
+        its ConsumeQueue directory, renamed aside on the loop (one rename: a directory per
+        partition took 1 ms each to remove here, 20 s for 20,000), is removed after."""
+        async with self._topic_changes:
+            if self.table.topics.pop(name, None) is None:
+                return TopicResult(StoreStatus.UNKNOWN_TOPIC_OR_PARTITION, f"no topic '{name}'")
+            aside = self._queue_files_aside(name)
+            try:
+                await self.table.save_off_loop()
+            except OSError as exc:
+                log.error("saving the topic table without %s failed: %s", name, exc)
+                return TopicResult(StoreStatus.DISK_ERROR, f"topic '{name}': {exc}")
+            finally:
+                self._forget_topic(name)
+                if aside is not None:
+                    self.table.run_later(lambda: shutil.rmtree(aside, ignore_errors=True))
+        return TopicResult(StoreStatus.OK)
+
+    def _remove_queue_files_aside(self) -> None:
+        """Directories of deleted topics a stop came before the removal of (off the loop)."""
+        queues = self.paths.consumequeue
+        for aside in queues.glob("~deleted~*") if queues.is_dir() else ():
+            self.table.run_later(lambda path=aside: shutil.rmtree(path, ignore_errors=True))
+
+    def _queue_files_aside(self, name: str) -> Path | None:
+        """Rename a topic's ConsumeQueue directory to a name no topic can have (``~``)."""
+        directory = self.paths.consumequeue_topic_dir(name)
+        aside = directory.with_name(f"~deleted~{name}~{uuid.uuid4().hex}")
+        try:
+            directory.rename(aside)
+        except OSError as exc:  # none (no partition had one), or it is removed on the loop
+            if not isinstance(exc, FileNotFoundError):
+                log.warning("could not move %s aside: %s", directory, exc)
+            return None
+        return aside
+
+    def _forget_topic(self, name: str) -> None:
         self.queues.delete_topic(name)
+        self.sizes.forget(name)
         self._trailers.pop(name, None)
         self.commit_log.ledger.invalidate()  # its entries died: the next pass walks again
         log.info("deleted topic %s", name)
         if self.commit_log.refusing:  # its space may end the refusal: clean now
             self.retention.wake()
-        return TopicResult(StoreStatus.OK)
 
-    def create_partitions(self, name: str, total: int, *, validate_only: bool = False
-                          ) -> TopicResult:
+    def create_partitions(self, name: str, total: int, *, validate_only: bool = False,
+                          max_partitions: int | None = None) -> TopicResult:
+        checked = self._growable(name, total, max_partitions)
+        if checked.status is StoreStatus.OK and not validate_only:
+            record = self.table.topics[name]
+            self.queues.create_dirs(name, range(record.partitions, total))
+            record.partitions = total
+            self.table.save()
+        return checked
+
+    async def create_partitions_off_loop(self, name: str, total: int, *,
+                                         max_partitions: int | None = None) -> TopicResult:
+        """``create_partitions`` with the directories and the table's fsync on the table's
+        thread; requests see the new partitions once they are on disk."""
+        async with self._topic_changes:
+            checked = self._growable(name, total, max_partitions)
+            if checked.status is not StoreStatus.OK:
+                return checked
+            old = self.table.topics[name].partitions
+            grown = dataclasses.replace(self.table.topics[name], partitions=total)
+            return await self._save_pending(
+                grown, lambda: self.queues.create_dirs(name, range(old, total)))
+
+    def _growable(self, name: str, total: int, max_partitions: int | None) -> TopicResult:
+        offline = self._offline(name)
+        if offline is not None:
+            return offline
         record = self.table.get(name)
         if record is None:
             return TopicResult(StoreStatus.UNKNOWN_TOPIC_OR_PARTITION, f"no topic '{name}'")
@@ -232,11 +431,7 @@ class MessageStore:
             return TopicResult(StoreStatus.INVALID_PARTITIONS,
                                f"topic '{name}' has {record.partitions} partitions; "
                                f"the new count {total} must be larger")
-        if not validate_only:
-            self.queues.create_dirs(name, range(record.partitions, total))
-            record.partitions = total
-            self.table.save()
-        return TopicResult(StoreStatus.OK)
+        return self._within_limit(name, total - record.partitions, max_partitions)
 
     def compacted(self, name: str) -> bool:
         """Whether the topic's cleanup.policy includes compact (its records need keys)."""
@@ -266,6 +461,10 @@ class MessageStore:
             return AppendResult(StoreStatus.UNKNOWN_TOPIC_OR_PARTITION)
         if not self.open_:
             return AppendResult(StoreStatus.STORE_CLOSED)
+        if self.offline_reason:
+            return AppendResult(StoreStatus.DISK_ERROR,
+                                error=f"{topic}-{partition}: the log directory is offline after "
+                                      f"an I/O error; writes resume after a broker restart")
         queue = self.queues.get(topic, partition)
         trailer = self._trailers.get(topic) or self._trailers.setdefault(topic, topic_trailer(topic))
         if PREFIX_SIZE + len(body) + len(trailer) > self.commit_log.max_entry_size:
@@ -283,12 +482,22 @@ class MessageStore:
         except OSError as exc:
             self._append_failed(topic, partition, base, exc)
             return AppendResult(StoreStatus.DISK_ERROR, error=str(exc))
+        except Exception:  # nothing was written: the position moves on success
+            log.exception("append to %s-%d at offset %d failed", topic, partition, base)
+            return _internal_error(topic, partition, base)
         try:
             self.dispatcher.dispatch(req, queue)
-        except OSError as exc:
-            log.error("ConsumeQueue %s-%d at offset %d failed: %s", topic, partition, base, exc)
+        except BaseException as exc:  # whatever it is, the entry must not outlive the failure
             self._undo_append(queue, req)
-            return AppendResult(StoreStatus.DISK_ERROR, error=str(exc))
+            if isinstance(exc, OSError):
+                log.error("ConsumeQueue %s-%d at offset %d failed: %s", topic, partition, base,
+                          exc)
+                return AppendResult(StoreStatus.DISK_ERROR, error=str(exc))
+            if not isinstance(exc, Exception):
+                raise
+            log.exception("dispatching %s-%d at offset %d failed; the append was undone",
+                          topic, partition, base)
+            return _internal_error(topic, partition, base)
         return AppendResult(StoreStatus.OK, base, append_time or -1, req.phy_offset,
                             req.phy_offset + req.size)
 
@@ -308,13 +517,18 @@ class MessageStore:
 
     def _undo_append(self, queue: ConsumeQueue, req: DispatchRequest) -> None:
         """A failed append leaves no trace: neither the units a partial dispatch wrote nor the
-        CommitLog entry may come back at the next start (the client was told it failed)."""
+        CommitLog entry may come back at the next start (the client was told it failed). An
+        undo that fails takes the store offline: the entry would otherwise be replayed."""
+        self.dispatcher.dispatched_offset = min(self.dispatcher.dispatched_offset,
+                                                req.phy_offset)
         try:
             queue.truncate_offset(req.queue_offset)
             self.commit_log.rollback(req.phy_offset)
-        except OSError as exc:
-            log.error("undoing the failed append to %s-%d at offset %d failed too: %s",
-                      req.topic, req.partition, req.queue_offset, exc)
+        except Exception as exc:  # logged with its traceback, store offline
+            log.exception("undoing the failed append to %s-%d at offset %d failed too",
+                          req.topic, req.partition, req.queue_offset)
+            self.take_offline(f"undoing the append to {req.topic}-{req.partition} at offset "
+                              f"{req.queue_offset}", exc)
 
     async def wait_durable(self, phy_end: int) -> StoreStatus:
         """Under SYNC_FLUSH, wait until the CommitLog is on disk up to ``phy_end``."""
@@ -327,16 +541,18 @@ class MessageStore:
         queue, status = self._queue(topic, partition)
         if queue is None:
             return ReadResult(status)
-        start, end = self._log_start(queue), queue.max_offset
+        start, end = self._log_start(queue), self._readable_end(queue)
         result = ReadResult(StoreStatus.OK, [], offset, start, end)
-        if not start <= offset <= end:
+        # offsets past ``end`` (offline: not durable) read as nothing yet, as above Kafka's
+        # high watermark; out of range is past the queue's end only
+        if not start <= offset <= queue.max_offset:
             result.status = StoreStatus.OFFSET_OUT_OF_RANGE
             return result
         total = 0
         buffers = result.buffers
         for entry, after in self._entries(queue, offset):
             body = body_of(entry)
-            if total + len(body) > max_bytes and (buffers or not min_one):
+            if after > end or total + len(body) > max_bytes and (buffers or not min_one):
                 break
             buffers.append(body)
             total += len(body)
@@ -349,48 +565,104 @@ class MessageStore:
         return -1 if queue is None else self._log_start(queue)
 
     def log_end_offset(self, topic: str, partition: int) -> int:
+        """The end readers see: the queue's end, or while offline the end of what was
+        durable (Kafka's high watermark, which readers never pass)."""
         queue, _ = self._queue(topic, partition)
-        return -1 if queue is None else queue.max_offset
+        return -1 if queue is None else self._readable_end(queue)
 
-    def partition_size(self, topic: str, partition: int) -> int:
+    def _readable_end(self, queue: ConsumeQueue) -> int:
+        """The offset after the partition's batches that end in the CommitLog below
+        ``_durable_end`` while offline. Units ordered by offset have ascending phy, but for
+        repointed ones, which point at copies synced before the repoint: so "ends past the
+        durable end" holds for a suffix of the offsets only, and a binary search finds it."""
+        if not self.offline_reason:
+            return queue.max_offset
+        durable = self._durable_end
+        return queue.search_offset(lambda unit: unit[0] + unit[1] > durable, queue.min_offset)
+
+    async def partition_size(self, topic: str, partition: int) -> int:
         """Bytes of the CommitLog entries holding the partition's batches from its log start
-        on (DescribeLogDirs), or -1 for an unknown partition. One step per batch."""
-        queue, _ = self._queue(topic, partition)
-        if queue is None:
-            return -1
-        return sum(len(entry) for entry, _ in self._entries(queue, self._log_start(queue)))
+        on (DescribeLogDirs), or -1 for an unknown partition: counters, see PartitionSizes."""
+        return await self.sizes.size(topic, partition)
 
     def offset_for_timestamp(self, topic: str, partition: int, timestamp: int
                              ) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after ``timestamp``, or None."""
-        queue, _ = self._queue(topic, partition)
-        if queue is None:
-            return None
-        first = queue.search_offset(lambda unit: unit[2] >= timestamp, self._log_start(queue))
-        if first >= queue.max_offset:
-            return None
-        found = self.body_format.offset_for_timestamp(self._body_at(queue, first), timestamp)
-        return None if found is None else (max(found[0], self._log_start(queue)), found[1])
+        found = (search.run() for search in self.timestamp_searches(topic, partition, timestamp))
+        return next((f for f in found if f is not None), None)
 
     def max_timestamp_offset(self, topic: str, partition: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the record with the largest timestamp, or None when empty."""
+        return self.max_timestamp_search(topic, partition).run()
+
+    def max_timestamp_search(self, topic: str, partition: int) -> RecordSearch:
+        """The batch holding the record with the largest timestamp, to decode."""
+        return self._timestamp_search(topic, partition, None, -1)
+
+    def timestamp_searches(self, topic: str, partition: int, timestamp: int
+                           ) -> Iterator[RecordSearch]:
+        """The batches to decode, in turn, until one has a record at or after ``timestamp``
+        (at or past the log start): the first whose max timestamp reaches it, found by a binary
+        search over the units' running maximum; the ones after only when the first held the
+        log start and had no such record past it (then they are read as Kafka scans on)."""
+        offset = -1
+        while offset is not None:
+            search = self._timestamp_search(topic, partition, timestamp, offset)
+            if search.body is None:
+                return
+            yield search
+            offset = search.next_offset
+
+    def _timestamp_search(self, topic: str, partition: int, timestamp: int | None,
+                          offset: int) -> RecordSearch:
+        """The batch holding the first record at or after ``timestamp`` from ``offset`` on
+        (None: the record with the largest timestamp)."""
         queue, _ = self._queue(topic, partition)
-        if queue is None or queue.max_offset <= self._log_start(queue):
-            return None
-        first = queue.search_offset(lambda unit: unit[2] >= queue.last_tags,
-                                    self._log_start(queue))
-        return self.body_format.max_timestamp_offset(self._body_at(queue, first))
+        if queue is None:
+            return NOTHING
+        start = max(self._log_start(queue), offset)
+        target = queue.last_tags if timestamp is None else timestamp
+        first = queue.search_offset(lambda unit: unit[2] >= target, start)
+        phy, size, _ = queue.get(first) if first < queue.max_offset else (0, 0, 0)
+        entry = self.commit_log.entry(phy, size) if size else None
+        if entry is None:
+            return NOTHING
+        body, body_format = body_of(entry), self.body_format
+        if timestamp is None:
+            return RecordSearch(body, body_format.max_timestamp_offset)
+        # found at the start: the running maximum may come from below it, and the batch may
+        # hold the start with its qualifying records below: the next batch may be needed
+        count, base = COUNT_AND_BASE.unpack_from(entry, 16)
+        return RecordSearch(body, lambda b: body_format.offset_for_timestamp(b, timestamp, start),
+                            max(base + count, first + 1) if first == start else None)
 
     def delete_records(self, topic: str, partition: int, before: int) -> tuple[StoreStatus, int]:
         """Advance the log start offset to ``before`` (-1: the end); returns the new one."""
+        result = self._delete_records(topic, partition, before)
+        if result[0] is StoreStatus.OK:
+            self.table.save()
+        return result
+
+    async def delete_records_off_loop(self, wanted: list[tuple[str, int, int]]
+                                      ) -> list[tuple[StoreStatus, int]]:
+        """``delete_records`` of (topic, partition, before) each, with one save of the table,
+        on its thread."""
+        results = [self._delete_records(*one) for one in wanted]
+        if any(status is StoreStatus.OK for status, _ in results):
+            await self.table.save_off_loop()
+        return results
+
+    def _delete_records(self, topic: str, partition: int, before: int
+                        ) -> tuple[StoreStatus, int]:
         queue, status = self._queue(topic, partition)
         if queue is None:
             return status, -1
+        if self.offline_reason:
+            return StoreStatus.DISK_ERROR, -1
         target = queue.max_offset if before == -1 else before
         if not 0 <= target <= queue.max_offset:
             return StoreStatus.OFFSET_OUT_OF_RANGE, self._log_start(queue)
         self.advance_log_start(topic, partition, target)
-        self.table.save()
         if self.commit_log.refusing:
             self.retention.wake()
         return StoreStatus.OK, self._log_start(queue)
@@ -405,6 +677,7 @@ class MessageStore:
             old = self.log_start_offset(topic, partition)
             starts[partition] = offset
             self.commit_log.ledger.moves.append(StartMove(topic, partition, old, offset, record))
+            self.sizes.moved(topic, partition, self.log_start_offset(topic, partition))
 
     async def lookup_key(self, topic: str, key: bytes, begin_ms: int = 0, end_ms: int = 2**62,
                          max_count: int = 64) -> list[tuple[int, int]]:

@@ -5,7 +5,8 @@ timestamp) and ``retention.bytes`` move a partition's log start offset forward, 
 DeleteRecords does. Physical deletion is the CommitLogCleaner's: a segment goes once nothing
 live is left in it, and the live entries of the oldest are relocated when the log holds too
 much garbage or the disk is full. Nothing is deleted by age or disk usage alone. A pass runs
-every ``retention_check_interval_ms``, and at once when a write was refused for space.
+every ``retention_check_interval_ms``, and at once when a write was refused for space; none
+while the store is offline (the cleaner writes copies and syncs them).
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ class RetentionService:
         self.compactor = LogCompactor(store, config, self.cleaner)
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="retention")
+        self._task = self._store.supervisor.spawn("retention", self._run, stop=self._stop)
 
     def wake(self) -> None:
         """Run a pass now (a write was refused for space)."""
@@ -66,6 +67,8 @@ class RetentionService:
             self._wake.clear()
             if self._stop.is_set():
                 return
+            if self._store.offline_reason:
+                continue
             try:
                 await self.run_once(pressure=commit_log.refusing)
             except Exception:  # logged with its traceback; the next pass tries again

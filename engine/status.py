@@ -11,11 +11,13 @@ class StoreStatus(enum.Enum):
     INVALID_TOPIC = "INVALID_TOPIC"
     INVALID_PARTITIONS = "INVALID_PARTITIONS"
     TOPIC_ALREADY_EXISTS = "TOPIC_ALREADY_EXISTS"
+    PARTITION_LIMIT = "PARTITION_LIMIT"  # over the broker's partition cap
     ENTRY_TOO_LARGE = "ENTRY_TOO_LARGE"  # does not fit in one CommitLog segment
     OFFSET_OUT_OF_RANGE = "OFFSET_OUT_OF_RANGE"
-    DISK_ERROR = "DISK_ERROR"  # ENOSPC, EIO, read-only data directory
+    DISK_ERROR = "DISK_ERROR"  # ENOSPC, EIO, read-only data directory, the store offline
     FLUSH_TIMEOUT = "FLUSH_TIMEOUT"  # SYNC_FLUSH waited past sync_flush_timeout_ms
     STORE_CLOSED = "STORE_CLOSED"
+    INTERNAL_ERROR = "INTERNAL_ERROR"  # an unexpected exception, logged; nothing was stored
 
 
 @dataclass(slots=True)

@@ -2,15 +2,29 @@
 
 Persisted as one JSON file replaced atomically (write a temp file, fsync it, rename it over the
 old one, fsync the directory), so a crash leaves either the old table or the new one.
+
+``save`` writes on the caller's thread; ``save_off_loop`` writes on the table's one thread, so
+the event loop goes on while a creation's directories are made and the file is synced. Every
+save snapshots the table on the loop and numbers it: a snapshot older than the one on disk is
+never written over it, so saves from both paths land in the loop's order. A creation or growth
+under way is a record in ``pending``: written (so no save drops it), not yet in ``topics`` (so
+no request sees it before it is on disk).
 """
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import os
 import re
+import threading
 import uuid
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 MAX_TOPIC_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -53,7 +67,13 @@ class TopicTable:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.topics: dict[str, TopicRecord] = {}
+        self.pending: dict[str, TopicRecord] = {}  # being created or grown: saved, not seen
         self._by_id: dict[str, TopicRecord] | None = None  # rebuilt after every change
+        self._snapshots = 0  # numbers snapshots in the loop's order
+        self._written = 0  # the number of the snapshot on disk
+        self._write_lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None  # made on first use
+        self._closing = False
 
     def load(self) -> None:
         self._by_id = None
@@ -64,11 +84,72 @@ class TopicTable:
 
     def save(self) -> None:
         """Persist the table; every change to ``topics`` ends with a save."""
+        self._write(*self._snapshot())
+
+    async def save_off_loop(self, work: Callable[[], None] | None = None) -> None:
+        """``save`` on the table's thread, after ``work`` (file system work of the change, such
+        as a new topic's directories). One thread: jobs run in the order they were asked for."""
+        snapshot = self._snapshot()
+
+        def job() -> None:
+            if work is not None:
+                work()
+            self._write(*snapshot)
+
+        await asyncio.get_running_loop().run_in_executor(self._thread(), job)
+
+    def run_later(self, work: Callable[[], None]) -> None:
+        """File system work nobody waits for (a deleted topic's files), on the table's thread
+        after the jobs asked for before it; a failure is logged."""
+        def job() -> None:
+            if not self._closing:
+                work()
+
+        self._thread().submit(job).add_done_callback(_log_failure)
+
+    def _thread(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix="topic-table")
+        return self._executor
+
+    def publish(self, name: str) -> None:
+        """Make the pending record of ``name`` seen, once it is on disk. A grown topic keeps its
+        record object: the store's cleaners know a topic's incarnation by it."""
+        record = self.pending.pop(name)
+        current = self.topics.get(name)
+        if current is None:
+            self.topics[name] = record
+        else:
+            current.partitions = record.partitions
         self._by_id = None
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        body = json.dumps({"version": 1, "topics": [asdict(t) for t in self.topics.values()]},
+
+    def partition_count(self) -> int:
+        """Partitions of every topic, counting those being created or added."""
+        return sum(t.partitions for t in {**self.topics, **self.pending}.values())
+
+    def close(self) -> None:
+        """Wait for the writes under way and stop the table's thread (removals not begun
+        wait for the next start)."""
+        self._closing = True
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+
+    def _snapshot(self) -> tuple[int, bytes]:
+        self._by_id = None
+        self._snapshots += 1
+        records = {**self.topics, **self.pending}
+        body = json.dumps({"version": 1, "topics": [asdict(t) for t in records.values()]},
                           indent=1, sort_keys=True)
-        atomic_write(self.path, body.encode())
+        return self._snapshots, body.encode()
+
+    def _write(self, number: int, body: bytes) -> None:
+        with self._write_lock:
+            if number <= self._written:
+                return  # a newer snapshot is on disk already
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(self.path, body)
+            self._written = number
 
     def get(self, name: str) -> TopicRecord | None:
         return self.topics.get(name)
@@ -78,6 +159,11 @@ class TopicTable:
         if self._by_id is None:
             self._by_id = {t.topic_id: t for t in self.topics.values()}
         return self._by_id.get(topic_id)
+
+
+def _log_failure(future: Future) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        log.error("topic table file work failed", exc_info=future.exception())
 
 
 def atomic_write(path: Path, data: bytes) -> None:

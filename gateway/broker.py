@@ -16,6 +16,8 @@ from gateway.cluster_meta import cluster_id
 from gateway.config import BrokerConfig, Endpoint
 from gateway.fetch_waiters import FetchWaiters
 from gateway.groups.coordinator import GroupCoordinator
+from gateway.groups.offsets_topic import OFFSETS_TOPIC, is_internal
+from gateway.network_stats import NetworkStats
 from gateway.producer_ids import ProducerIdAllocator
 from gateway.producer_snapshot_service import ProducerSnapshotService
 from gateway.producer_state import ProducerStateManager
@@ -32,11 +34,13 @@ STORE_ERRORS = {
     StoreStatus.INVALID_TOPIC: ErrorCode.INVALID_TOPIC_EXCEPTION,
     StoreStatus.INVALID_PARTITIONS: ErrorCode.INVALID_PARTITIONS,
     StoreStatus.TOPIC_ALREADY_EXISTS: ErrorCode.TOPIC_ALREADY_EXISTS,
+    StoreStatus.PARTITION_LIMIT: ErrorCode.POLICY_VIOLATION,  # KIP-578's limit; see create_topics
     StoreStatus.ENTRY_TOO_LARGE: ErrorCode.RECORD_LIST_TOO_LARGE,
     StoreStatus.OFFSET_OUT_OF_RANGE: ErrorCode.OFFSET_OUT_OF_RANGE,
     StoreStatus.DISK_ERROR: ErrorCode.KAFKA_STORAGE_ERROR,
     StoreStatus.FLUSH_TIMEOUT: ErrorCode.REQUEST_TIMED_OUT,
     StoreStatus.STORE_CLOSED: ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    StoreStatus.INTERNAL_ERROR: ErrorCode.UNKNOWN_SERVER_ERROR,
 }
 
 
@@ -54,6 +58,7 @@ class Broker:
         self.node = Node(config.node_id, config.advertised_endpoint)
         self.cluster_id = cluster_id(config.store.data_dir, config.node_id)
         self.fetch_waiters = FetchWaiters()
+        self.network = NetworkStats()  # the listener's and connections' counters
         self.producer_ids = ProducerIdAllocator(config.store.data_dir / "broker" / "producer_ids")
         self.producer_ids.load()
         self.producers = ProducerStateManager()
@@ -77,16 +82,28 @@ class Broker:
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicRecord | None:
         return self.store.table.by_id(str(topic_id))
 
-    def auto_create(self, name: str) -> ErrorCode:
-        """Create ``name`` with the default partition count when auto-creation is on."""
+    async def auto_create(self, name: str) -> ErrorCode:
+        """Create ``name`` with the default partition count when auto-creation is on (within
+        max.broker.partitions). Internal topics come in their coordinator's shape or not at
+        all, as in Kafka's AutoTopicCreationManager."""
         if not self.config.auto_create_topics:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        result = self.store.create_topic(name, self.config.num_partitions)
+        if name == OFFSETS_TOPIC:
+            return STORE_ERRORS[self.groups.topic.ensure()]
+        if is_internal(name):  # no transaction coordinator yet
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        result = await self.store.create_topic_off_loop(
+            name, self.config.num_partitions, max_partitions=self.config.max_broker_partitions)
         if result.status is StoreStatus.TOPIC_ALREADY_EXISTS:
             return ErrorCode.NONE
         if result.status is not StoreStatus.OK:
             log.info("auto-creating topic %r refused: %s", name, result.error)
         return STORE_ERRORS[result.status]
+
+    def health(self) -> dict[str, object]:
+        """The broker's health for an admin endpoint: the store offline or not, and every
+        supervised background task (store and broker alike) with its state and last error."""
+        return self.store.health()
 
     def max_message_bytes(self, topic: TopicRecord) -> int:
         value = topic.configs.get(MAX_MESSAGE_BYTES)

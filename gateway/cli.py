@@ -73,6 +73,41 @@ def compat(
         raise typer.BadParameter(str(exc)) from None
 
 
+@app.command(help="Fuzz a broker with requests built from Kafka's message schemas (every API it "
+                  "advertises, versions inside and outside the range, damaged bytes and frames); "
+                  "checks after every batch that it still answers ApiVersions and Metadata. "
+                  "Exits 1 on findings.")
+def fuzz(
+    bootstrap: Annotated[str, typer.Option(help="HOST:PORT of the broker")] = "localhost:9092",
+    cases: Annotated[int, typer.Option(help="cases to send")] = 20_000,
+    seed: Annotated[int, typer.Option(help="the same seed sends the same bytes")] = 0,
+    first: Annotated[int, typer.Option(help="number of the first case (replay a finding)")] = 0,
+    apis: Annotated[list[str] | None, typer.Option(help="API names or keys, may repeat")] = None,
+    connections: Annotated[int, typer.Option(help="connections used at once")] = 8,
+    dump: Annotated[Path | None, typer.Option(help="write the bytes of cases with findings "
+                                                   "or timeouts here")] = None,
+    broker_log: Annotated[Path | None, typer.Option(help="the broker's log, scanned for new "
+                                                         "tracebacks")] = None,
+) -> None:
+    from compat_tests.fuzz import BrokerDown, FuzzOptions, api_keys
+    from compat_tests.fuzz import main as fuzz_main
+
+    if min(cases, connections) < 1:
+        raise typer.BadParameter("--cases and --connections must be at least 1")
+    try:
+        options = FuzzOptions(bootstrap=bootstrap, cases=cases, seed=seed, first=first,
+                              apis=api_keys(apis), connections=connections, dump=dump,
+                              broker_log=broker_log)
+        report = fuzz_main(options)
+    except ValueError as exc:  # an unknown API name, or none of them advertised
+        raise typer.BadParameter(str(exc)) from None
+    except BrokerDown as exc:  # before the first case: nothing to fuzz
+        typer.echo(f"no broker to fuzz: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if report.findings:
+        raise typer.Exit(1)
+
+
 @bench_app.command("store", help="Measure the store alone: raw disk, appends, reads, partitions.")
 def bench_store(
     data_dir: Annotated[Path | None, typer.Option(help="where to write (default: a temp dir)")] = None,
@@ -152,6 +187,41 @@ def bench_brokers(
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None
     brokers_main(profile, against, out, profile_broker, peers)
+
+
+@bench_app.command("connections", help="Broker memory per idle connection and per request in "
+                                       "flight (a size prefix alone, half a body, all but the "
+                                       "last byte), on a fresh broker.")
+def bench_connections(
+    connections: Annotated[int, typer.Option(help="idle connections opened")] = 2000,
+    requests: Annotated[int, typer.Option(help="requests held in flight at once")] = 100,
+    request_mb: Annotated[int, typer.Option(help="size of each request in MiB")] = 1,
+) -> None:
+    if min(connections, requests, request_mb) < 1:
+        raise typer.BadParameter("--connections, --requests and --request-mb must be at least 1")
+    from bench.connections import main as connections_main
+
+    connections_main(connections, requests, request_mb)
+
+
+@bench_app.command("validation", help="Produce validation: MB/s of the header-and-CRC check "
+                                      "beside the full record validation, alone and with the "
+                                      "store's append, for uncompressed, lz4 and zstd batches; "
+                                      "with --broker also through brokers with a real producer.")
+def bench_validation(
+    volume_mb: Annotated[int, typer.Option(help="MiB appended per path and round")] = 256,
+    rounds: Annotated[int, typer.Option(help="alternating rounds (the ratio is their median)")] = 3,
+    broker: Annotated[bool, typer.Option(help="also through two broker subprocesses")] = False,
+    broker_volume_mb: Annotated[int, typer.Option(help="MiB produced per broker and round")] = 128,
+) -> None:
+    if min(volume_mb, rounds, broker_volume_mb) < 1:
+        raise typer.BadParameter("--volume-mb, --rounds and --broker-volume-mb must be at least 1")
+    from bench.validation import brokers as validation_brokers
+    from bench.validation import main as validation_main
+
+    validation_main(volume_mb, rounds)
+    if broker:
+        validation_brokers(broker_volume_mb, rounds)
 
 
 def _run(coro) -> None:

@@ -3,13 +3,17 @@
 Requests may be pipelined: each decoded request starts a handler task at once (so appends
 happen in arrival order and SYNC_FLUSH producers share fsyncs), and responses are written as the
 head of the queue completes. Record sets in responses go to the transport as separate buffers
-(``writelines``), never joined in Python.
+(``writelines``), never joined in Python. A request's frame (and its charge to the broker's
+request memory) is given back once its response is written: handlers keep views of it until then.
 """
 from __future__ import annotations
 
 import asyncio
 import collections
 import logging
+import struct
+import time
+from typing import TYPE_CHECKING
 
 from gateway.broker import Broker
 from gateway.frame_reader import SIZE, FrameError, FrameReader
@@ -26,21 +30,29 @@ from protocol.header import (
     response_header,
 )
 
+if TYPE_CHECKING:
+    from gateway.listener import Listener
+
 log = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT = 64  # requests queued on one connection before reading pauses
+SHORT_PAIR = struct.Struct(">hh")  # api key and version, the start of every request
+
+# a request started: its header, handler, the task making its response, and its frame
+InFlight = tuple[RequestHeader, Handler, asyncio.Future, memoryview]
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, broker: Broker, connections: set[KafkaConnection]) -> None:
+    def __init__(self, broker: Broker, listener: Listener) -> None:
         self.broker = broker
-        self.handlers = all_handlers()
-        self.connections = connections
+        self.handlers = all_handlers()  # one shared dict
+        self.listener = listener
         self.transport: asyncio.Transport | None = None
+        self.host = "?"
         self.peer = "?"
-        self._reader = FrameReader(broker.config.socket_request_max_bytes)
-        self._queue: collections.deque[tuple[RequestHeader, Handler, asyncio.Future]] = \
-            collections.deque()
+        self.last_active = time.monotonic()  # last bytes received or response written
+        self._reader = FrameReader(broker.config.socket_request_max_bytes, listener.memory)
+        self._queue: collections.deque[InFlight] = collections.deque()
         self._reading_paused = False
         self._writing_paused = False
 
@@ -48,17 +60,28 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:
         self.transport = transport
-        host, port = transport.get_extra_info("peername")[:2]
-        self.peer = f"{host}:{port}"
-        self.connections.add(self)
+        self.host, port = transport.get_extra_info("peername")[:2]
+        self.peer = f"{self.host}:{port}"
+        self.listener.opened(self)
         log.debug("connection from %s", self.peer)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.connections.discard(self)
-        for _, _, task in self._queue:
-            task.cancel()
+        self.listener.closed(self)
+        if self._reader.waiting:
+            self.listener.memory.cancel(self._memory_granted)
+        self._reader.close()
+        for _, _, task, frame in self._queue:
+            task.cancel()  # the frame is given back once the handler has really stopped
+            task.add_done_callback(lambda _, frame=frame: self._reader.release(frame))
         self._queue.clear()
         log.debug("connection from %s closed%s", self.peer, f": {exc}" if exc else "")
+
+    def idle(self, now: float) -> float:
+        """Seconds since bytes last came or a response went; 0 while a request runs or
+        waits for memory."""
+        if self._queue or self._reader.waiting:
+            return 0.0
+        return now - self.last_active
 
     def pause_writing(self) -> None:
         self._writing_paused = True
@@ -72,17 +95,41 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return self._reader.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
+        self.last_active = time.monotonic()
         try:
             frames = self._reader.buffer_updated(nbytes)
         except FrameError as exc:
-            log.warning("%s sent %s (socket.request.max.bytes); closing", self.peer, exc)
+            self.broker.network.oversized_frames += 1
+            self.listener.peer_log.warning(self.host, "%s sent %s (socket.request.max.bytes); "
+                                           "closing", self.peer, exc)
             self.close()
             return
-        for frame in frames:
+        self._on_frames(frames)
+
+    def _on_frames(self, frames: list[memoryview]) -> None:
+        for i, frame in enumerate(frames):
             if not self._on_frame(frame):
+                for unused in frames[i:]:
+                    self._reader.release(unused)
                 self.close()
                 return
+        if self._reader.waiting:
+            self.listener.memory.wait(self._memory_granted)
         self._update_reading()
+
+    def _memory_granted(self) -> None:
+        """queued.max.request.bytes has room again for the frame this connection waits on."""
+        if self.transport is None or self.transport.is_closing():
+            return
+        try:
+            frames = self._reader.granted()
+        except FrameError as exc:  # a later size prefix among the bytes held meanwhile
+            self.broker.network.oversized_frames += 1
+            self.listener.peer_log.warning(self.host, "%s sent %s (socket.request.max.bytes); "
+                                           "closing", self.peer, exc)
+            self.close()
+            return
+        self._on_frames(frames)
 
     def close(self) -> None:
         if self.transport is not None and not self.transport.is_closing():
@@ -96,31 +143,45 @@ class KafkaConnection(asyncio.BufferedProtocol):
             api_key, version, correlation_id = peek_api(view)
             handler = self.handlers.get(api_key)
             if handler is None:
-                log.warning("%s sent %s (key %d), which CommitGate does not serve; closing",
-                            self.peer, messages.api_name(api_key), api_key)
+                self.broker.network.unsupported_requests += 1
+                self.listener.peer_log.warning(
+                    self.host, "%s sent %s (key %d), which CommitGate does not serve; closing",
+                    self.peer, messages.api_name(api_key), api_key)
                 return False
             codec = messages.request(api_key)
             flexible = version in codec.spec.flexible
             if not handler.accepts(version):
-                return self._unsupported(handler, version, correlation_id)
+                return self._unsupported(handler, version, correlation_id, view)
             header = decode_request_header(view, flexible)
             request, _ = codec.decode(view, version, header.size)
         except DecodeError as exc:
-            log.warning("undecodable request from %s: %s; closing", self.peer, exc)
+            self._undecodable(view, exc)
             return False
         log.debug("%s v%d from client %r at %s", handler.name, version, header.client_id,
                   self.peer)
         ctx = RequestContext(self.broker, version, header.client_id, self.peer)
         task = asyncio.ensure_future(handler.handle(ctx, request))
-        self._queue.append((header, handler, task))
+        self._queue.append((header, handler, task, view))
         task.add_done_callback(self._drain)
-        # records are views of the frame: its buffer is reused only once the handler is done
-        task.add_done_callback(lambda _: self._reader.release(view))
         return True
 
-    def _unsupported(self, handler: Handler, version: int, correlation_id: int) -> bool:
-        log.warning("%s sent %s v%d; CommitGate serves v%d-v%d", self.peer, handler.name,
-                    version, handler.min_version, handler.max_version)
+    def _undecodable(self, view: memoryview, exc: DecodeError) -> None:
+        """Warn in words that name the request but not the decoder's own (the details, such as
+        a struct message, go to DEBUG)."""
+        self.broker.network.malformed_requests += 1
+        what = f"a request of {len(view)} bytes"
+        if len(view) >= 4:
+            api_key, version = SHORT_PAIR.unpack_from(view)
+            what = f"a malformed {messages.api_name(api_key)} v{version} ({len(view)} bytes)"
+        self.listener.peer_log.warning(self.host, "%s sent %s; closing", self.peer, what)
+        log.debug("undecodable request from %s: %s", self.peer, exc)
+
+    def _unsupported(self, handler: Handler, version: int, correlation_id: int,
+                     view: memoryview) -> bool:
+        self.broker.network.unsupported_requests += 1
+        self.listener.peer_log.warning(self.host, "%s sent %s v%d; CommitGate serves v%d-v%d",
+                                       self.peer, handler.name, version, handler.min_version,
+                                       handler.max_version)
         if handler.api_key != API_VERSIONS_KEY:
             return False  # as Kafka: an unsupported version of any other API closes the socket
         from gateway.handlers.api_versions import error_response
@@ -128,7 +189,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         header = RequestHeader(API_VERSIONS_KEY, 0, correlation_id, None, 0)
         done = asyncio.get_running_loop().create_future()
         done.set_result(error_response(ErrorCode.UNSUPPORTED_VERSION))
-        self._queue.append((header, handler, done))
+        self._queue.append((header, handler, done, view))
         self._drain()
         return True
 
@@ -136,20 +197,28 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """Write every finished response at the head of the queue, in request order."""
         queue = self._queue
         while queue and queue[0][2].done():
-            header, handler, task = queue.popleft()
-            if task.cancelled():
-                continue
-            exc = task.exception()
-            if exc is not None:
-                log.error("%s v%d from %s (client %r) failed; closing the connection",
-                          handler.name, header.api_version, self.peer, header.client_id,
-                          exc_info=exc)
-                self.close()
-                return
+            header, handler, task, frame = queue.popleft()
+            try:
+                if not task.cancelled() and not self._respond(header, handler, task):
+                    self.close()
+                    return
+            finally:
+                self._reader.release(frame)
+        self._update_reading()
+
+    def _respond(self, header: RequestHeader, handler: Handler, task: asyncio.Future) -> bool:
+        """Write the response of a finished request; False (logged) when the handler or the
+        response's encoding failed."""
+        try:
             response = task.result()
             if response is not None:
                 self._write(header, response)
-        self._update_reading()
+            return True
+        except Exception as exc:  # a bug, logged with its traceback; the connection closes
+            log.error("%s v%d from %s (client %r) failed; closing the connection",
+                      handler.name, header.api_version, self.peer, header.client_id,
+                      exc_info=exc)
+            return False
 
     def _write(self, header: RequestHeader, response: object) -> None:
         if self.transport is None or self.transport.is_closing():
@@ -164,11 +233,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         parts.append(tail)
         SIZE.pack_into(parts[0], 0, sum(map(len, parts)) - 4)
         self.transport.writelines(parts)
+        self.last_active = time.monotonic()
 
     def _update_reading(self) -> None:
         if self.transport is None or self.transport.is_closing():
             return
-        busy = self._writing_paused or len(self._queue) >= MAX_IN_FLIGHT
+        busy = (self._writing_paused or len(self._queue) >= MAX_IN_FLIGHT
+                or self._reader.waiting > 0)
         if busy and not self._reading_paused:
             self.transport.pause_reading()
             self._reading_paused = True
@@ -178,7 +249,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     async def finish(self, timeout_s: float) -> None:
         """Wait (boundedly) for in-flight requests, then close (shutdown)."""
-        pending = [task for _, _, task in self._queue]
+        pending = [task for _, _, task, _ in self._queue]
         if pending:
             await asyncio.wait(pending, timeout=timeout_s)
         self.close()

@@ -73,8 +73,8 @@ class ProducerSnapshotService:
     # ---- while running ------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(),
-                                                            name="producer-snapshots")
+        self._task = self.store.supervisor.spawn("producer-snapshots", self._run,
+                                                 stop=self._stop)
 
     async def stop(self) -> None:
         """Stop the task, then write the final snapshot (the broker serves no more requests)."""

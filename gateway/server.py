@@ -8,8 +8,8 @@ import logging
 from engine import MessageStore
 from gateway.broker import Broker
 from gateway.config import BrokerConfig
-from gateway.connection import KafkaConnection
 from gateway.handlers import all_handlers
+from gateway.listener import Listener
 from protocol.record_batch import KafkaBodyFormat
 
 log = logging.getLogger("commitgate")
@@ -23,12 +23,9 @@ async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
     store = MessageStore(config.store, KafkaBodyFormat())
     report = await store.open()
     broker = Broker(config, store)
-    connections: set[KafkaConnection] = set()
-    loop = asyncio.get_running_loop()
+    listener = Listener(broker)
     try:
-        server = await loop.create_server(lambda: KafkaConnection(broker, connections),
-                                          config.listener.host, config.listener.port,
-                                          reuse_address=True, backlog=1024)
+        await listener.start()
     except OSError:
         await store.close()
         raise
@@ -43,10 +40,10 @@ async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
         await stop.wait()
     finally:
         log.info("CommitGate stopping: no new connections, finishing in-flight requests")
-        server.close()
+        listener.close()
         broker.fetch_waiters.wake_all()
         await broker.groups.stop()  # answers JoinGroup/SyncGroup still waiting
-        await asyncio.gather(*(c.finish(SHUTDOWN_GRACE_S) for c in list(connections)))
+        await listener.finish(SHUTDOWN_GRACE_S)
         await broker.producer_snapshots.stop()
         await store.close()
         log.info("CommitGate stopped cleanly")

@@ -2,8 +2,9 @@
 
 Topics keep only the values set on them (``TopicRecord.configs``); everything else reads the
 broker default. CommitGate acts on ``retention.ms``, ``retention.bytes``,
-``max.message.bytes``, ``message.timestamp.type``, ``cleanup.policy`` and the compaction
-settings; the other names are accepted and stored
+``max.message.bytes``, ``message.timestamp.type``, ``message.timestamp.before.max.ms``,
+``message.timestamp.after.max.ms``, ``cleanup.policy`` and the compaction settings; the other
+names are accepted and stored
 so that tools which set them (Kafka Connect, Streams, Spark) keep working, and their
 documentation (DescribeConfigs v3+) says so. Validation messages are Kafka's ConfigDef ones.
 """
@@ -81,9 +82,13 @@ TOPIC_CONFIGS: dict[str, TopicConfig] = {c.name: c for c in [
                 minimum=0, synonym="message.max.bytes",
                 doc="The largest record batch (after compression) a producer may append."),
     TopicConfig("message.timestamp.after.max.ms", ConfigType.LONG,
-                _const("9223372036854775807"), minimum=0),
+                _const("9223372036854775807"), minimum=0,
+                doc="CreateTime topics: a produced record whose timestamp is more than this "
+                    "ahead of the broker's clock is refused with INVALID_TIMESTAMP."),
     TopicConfig("message.timestamp.before.max.ms", ConfigType.LONG,
-                _const("9223372036854775807"), minimum=0),
+                _const("9223372036854775807"), minimum=0,
+                doc="CreateTime topics: a produced record whose timestamp is more than this "
+                    "behind the broker's clock is refused with INVALID_TIMESTAMP."),
     TopicConfig("message.timestamp.type", ConfigType.STRING, _const("CreateTime"),
                 ("CreateTime", "LogAppendTime"), synonym="log.message.timestamp.type",
                 doc="CreateTime keeps the producer's timestamps; LogAppendTime stamps each "

@@ -22,6 +22,7 @@ _NUMBERS = {"int8": "b", "int16": "h", "uint16": "H", "int32": "i", "uint32": "I
             "int64": "q", "float64": "d"}
 _STRUCTS = {name: struct.Struct(">" + code) for name, code in _NUMBERS.items()}
 ZERO_UUID = uuid.UUID(int=0)
+MAX_SHORT_STRING = 0x7FFF  # bytes a non-compact (int16-prefixed) string can hold
 _MISSING = object()  # "argument not given" in generated constructors
 
 
@@ -154,6 +155,16 @@ def _write_string(buf: bytearray, value: str | None, compact: bool, nullable: bo
     buf += data
 
 
+def _write_message(buf: bytearray, value: str | None, compact: bool, nullable: bool) -> None:
+    """An error text, cut to what an int16 length can carry: messages quote client input, which
+    may be that long itself, and one such text must not fail the whole response."""
+    if value is not None and not compact:
+        data = value.encode()
+        if len(data) > MAX_SHORT_STRING:
+            value = data[:MAX_SHORT_STRING - 3].decode(errors="ignore") + "..."
+    _write_string(buf, value, compact, nullable)
+
+
 def _write_bytes(buf: bytearray, value, compact: bool) -> None:
     if value is None:
         buf += b"\x00" if compact else b"\xff\xff\xff\xff"
@@ -265,6 +276,7 @@ class _Generator:
             "_skip_tags": _skip_tags, "_write_string": _write_string,
             "_write_bytes": _write_bytes, "_write_count": _write_count,
             "_write_uuid": _write_uuid, "_write_tags": _write_tags, "ZERO_UUID": ZERO_UUID,
+            "_write_message": _write_message,
             "_NO_TAGS": {},
         }
         for name, code in _STRUCTS.items():
@@ -428,7 +440,8 @@ class _Generator:
         if kind == "bool":
             return [f"{buf} += b'\\x01' if {value} else b'\\x00'"]
         if kind == "string":
-            return [f"_write_string({buf}, {value}, {compact}, {nullable})"]
+            write = "_write_message" if spec.name.endswith("error_message") else "_write_string"
+            return [f"{write}({buf}, {value}, {compact}, {nullable})"]
         if kind == "bytes":
             return [f"_write_bytes({buf}, {value}, {compact})"]
         if kind == "records":

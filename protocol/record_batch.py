@@ -18,29 +18,33 @@ Layout of one batch (big-endian; offsets are from the start of the batch):
     57     4    recordCount
     61     ...  records (compressed as a whole when codec != 0)
 
-The hot path (validation on produce, offset assignment) reads headers with one
-``struct.unpack_from`` per batch and never touches records. Keys for the IndexFile come from a
-small C scanner (``_record_keys.c``) that reads only record headers; other record-level work
-(timestamp lookups, tests) goes through aiokafka's compiled reader.
+Validation on produce reads the header with one ``struct.unpack_from`` per batch, then walks
+every record in C (``_record_keys.c``), decompressing compressed batches in bounded pieces
+(``decompress.py``), so that a stored batch is one every client can read. The same C walker
+gives the IndexFile its keys; other record-level work (timestamp lookups, compaction, tests)
+goes through aiokafka's compiled reader.
 """
 from __future__ import annotations
 
 import enum
 import struct
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import crc32c
 from aiokafka.codec import gzip_decode, lz4_decode, snappy_decode, zstd_decode
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
+from protocol import decompress
+
 try:
     from protocol._record_keys import BODY_SCANNER as _BODY_SCANNER
+    from protocol._record_keys import RecordWalk
     from protocol._record_keys import batch_keys as _batch_keys
     from protocol._record_keys import record_keys as _scan_keys
-except ImportError:  # installed without a C compiler: keys() uses the record reader instead
-    _BODY_SCANNER = _batch_keys = _scan_keys = None
+except ImportError:  # installed without a C compiler: the record reader does their work
+    _BODY_SCANNER = _batch_keys = _scan_keys = RecordWalk = None
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
@@ -60,6 +64,7 @@ TRANSACTIONAL_MASK = 0x10
 CONTROL_MASK = 0x20
 
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+_CODEC_NAMES = {codec: name for name, codec in CODECS.items()}
 NO_SEQUENCE = -1
 
 
@@ -134,10 +139,45 @@ class RecordSetStatus(enum.Enum):
 
     OK = "ok"
     EMPTY = "empty"                       # no batch at all
-    CORRUPT_MESSAGE = "corrupt_message"   # truncated, bad length or CRC mismatch
+    CORRUPT_MESSAGE = "corrupt_message"   # truncated, bad length, CRC mismatch, undecompressable
     UNSUPPORTED_MAGIC = "unsupported_magic"  # magic 0/1 (message sets before Kafka 0.11)
-    RECORD_TOO_LARGE = "record_too_large"  # one batch above the size limit
-    INVALID_RECORD = "invalid_record"     # well-formed but not allowed (control, no records)
+    RECORD_TOO_LARGE = "record_too_large"  # a batch, or its decompressed records, too large
+    INVALID_RECORD = "invalid_record"     # malformed records, or well-formed but not allowed
+    INVALID_TIMESTAMP = "invalid_timestamp"  # a record's timestamp, or LogAppendTime from a client
+
+
+class RecordProblem(enum.IntEnum):
+    """Why one record of an otherwise readable batch is refused (KIP-467 record errors)."""
+
+    KEY_MISSING = 1             # compacted topics
+    TIMESTAMP_OUT_OF_RANGE = 2  # message.timestamp.before.max.ms / after.max.ms
+
+
+@dataclass(frozen=True, slots=True)
+class RecordError:
+    index: int  # in its batch
+    problem: RecordProblem
+    timestamp: int
+
+
+INT64_MIN, INT64_MAX = -2 ** 63, 2 ** 63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class RecordRules:
+    """What a topic asks of each produced record, beyond a well-formed batch."""
+
+    need_keys: bool = False  # compacted topics
+    timestamps: tuple[int, int] = (INT64_MIN, INT64_MAX)  # CreateTime bounds, inclusive
+
+
+ANY_RECORD = RecordRules()
+
+# Each offset costs the ConsumeQueue a 20-byte unit and a record takes at least 7 bytes, so the
+# offsets one batch may take are bounded by bounding its decompressed records: at most this
+# many times the topic's max.message.bytes (Kafka has no such bound). A producer that splits
+# batches refused with MESSAGE_TOO_LARGE (the Java client does) then sends smaller ones.
+MAX_DECOMPRESSION_RATIO = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,51 +185,145 @@ class RecordSetCheck:
     status: RecordSetStatus
     headers: list[BatchHeader]
     detail: str = ""
+    newest: list[int] = field(default_factory=list)  # the batch's newest record timestamp
+    record_errors: list[RecordError] = field(default_factory=list)  # the first ones
+    record_error_count: int = 0  # all of them
 
 
-def validate_record_set(buf: memoryview | bytes, max_batch_bytes: int) -> RecordSetCheck:
-    """Check every batch of a produced record set, header and CRC, without decoding records."""
+class _Refused(Exception):
+    def __init__(self, status: RecordSetStatus, detail: str,
+                 walk: RecordWalk | None = None) -> None:
+        super().__init__(detail)
+        self.status, self.detail, self.walk = status, detail, walk
+
+
+def validate_record_set(buf: memoryview | bytes, max_batch_bytes: int,
+                        rules: RecordRules = ANY_RECORD) -> RecordSetCheck:
+    """Check a produced record set as Kafka's LogValidator does: every batch's header and CRC,
+    exactly one batch (as Kafka requires of magic 2, and before any record is read, so that a
+    request of many batches costs no decompression), then each of its records, decompressing
+    in bounded pieces (see ``_record_keys.c``)."""
     headers: list[BatchHeader] = []
     position, end = 0, len(buf)
     if end == 0:
         return RecordSetCheck(RecordSetStatus.EMPTY, headers, "the record set is empty")
-    while position < end:
-        problem = _check_batch(buf, position, end, max_batch_bytes)
-        if problem is not None:
-            status, detail = problem
-            return RecordSetCheck(status, headers, f"batch at byte {position}: {detail}")
-        header = read_header(buf, position)
-        headers.append(header)
-        position += header.size
-    return RecordSetCheck(RecordSetStatus.OK, headers)
+    view = memoryview(buf)
+    try:
+        while position < end:
+            headers.append(_check_batch(view, position, end, max_batch_bytes))
+            position += headers[-1].size
+        position = headers[-1].position
+        if len(headers) > 1:
+            raise _Refused(RecordSetStatus.INVALID_RECORD, f"the record set holds "
+                           f"{len(headers)} batches; produce takes one per partition")
+        newest = _check_records(view, headers[0], max_batch_bytes, rules)
+    except _Refused as refused:  # position: the batch at fault
+        return _refusal(refused, position, headers)
+    return RecordSetCheck(RecordSetStatus.OK, headers, newest=[newest])
 
 
-def _check_batch(buf: memoryview | bytes, position: int, end: int,
-                 max_batch_bytes: int) -> tuple[RecordSetStatus, str] | None:
+def _refusal(refused: _Refused, position: int, headers: list[BatchHeader]) -> RecordSetCheck:
+    walk = refused.walk
+    if walk is None:
+        return RecordSetCheck(refused.status, headers, f"batch at byte {position}: "
+                              f"{refused.detail}")
+    errors = [RecordError(index, RecordProblem(kind), timestamp)
+              for index, kind, timestamp in walk.record_errors]
+    return RecordSetCheck(refused.status, headers, refused.detail, [], errors, walk.error_count)
+
+
+def _check_batch(buf: memoryview, position: int, end: int, max_batch_bytes: int) -> BatchHeader:
     if end - position < 17:
-        return RecordSetStatus.CORRUPT_MESSAGE, f"{end - position} bytes left, too few for a header"
+        raise _Refused(RecordSetStatus.CORRUPT_MESSAGE,
+                       f"{end - position} bytes left, too few for a header")
     length, magic = struct.unpack_from(">i4xb", buf, position + 8)
     if magic != MAGIC_V2:
-        return RecordSetStatus.UNSUPPORTED_MAGIC, f"magic {magic}, only 2 is supported"
+        raise _Refused(RecordSetStatus.UNSUPPORTED_MAGIC, f"magic {magic}, only 2 is supported")
     if length < HEADER_SIZE - LOG_OVERHEAD or position + LOG_OVERHEAD + length > end:
-        return RecordSetStatus.CORRUPT_MESSAGE, f"batchLength {length} does not fit the buffer"
+        raise _Refused(RecordSetStatus.CORRUPT_MESSAGE,
+                       f"batchLength {length} does not fit the buffer")
     if LOG_OVERHEAD + length > max_batch_bytes:
-        return (RecordSetStatus.RECORD_TOO_LARGE,
-                f"{LOG_OVERHEAD + length} bytes exceed the limit of {max_batch_bytes}")
+        raise _Refused(RecordSetStatus.RECORD_TOO_LARGE,
+                       f"{LOG_OVERHEAD + length} bytes exceed the limit of {max_batch_bytes}")
     header = read_header(buf, position)
-    covered = memoryview(buf)[position + CRC_START:position + header.size]
-    if crc32c.crc32c(covered) != header.crc:
-        return RecordSetStatus.CORRUPT_MESSAGE, "CRC-32C mismatch"
+    if crc32c.crc32c(buf[position + CRC_START:position + header.size]) != header.crc:
+        raise _Refused(RecordSetStatus.CORRUPT_MESSAGE, "CRC-32C mismatch")
     if header.base_offset != 0:  # producers send 0; the broker assigns the real one
-        return (RecordSetStatus.INVALID_RECORD,
-                f"the baseOffset of the record batch should be 0, but it is {header.base_offset}")
+        raise _Refused(RecordSetStatus.INVALID_RECORD, f"the baseOffset of the record batch "
+                       f"should be 0, but it is {header.base_offset}")
     if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
-        return (RecordSetStatus.INVALID_RECORD,
-                (f"inconsistent batch offset range [0, {header.last_offset_delta}] and count of "
-                 f"records {header.record_count}"))
+        raise _Refused(RecordSetStatus.INVALID_RECORD, f"inconsistent batch offset range "
+                       f"[0, {header.last_offset_delta}] and count of records "
+                       f"{header.record_count}")
     if header.is_control:
-        return RecordSetStatus.INVALID_RECORD, "clients may not produce control batches"
-    return None
+        raise _Refused(RecordSetStatus.INVALID_RECORD, "clients may not produce control batches")
+    if header.attributes & TIMESTAMP_TYPE_MASK:
+        raise _Refused(RecordSetStatus.INVALID_TIMESTAMP,
+                       "Producer should not set timestamp type to LogAppendTime.")
+    if header.codec not in _CODEC_NAMES:
+        raise _Refused(RecordSetStatus.INVALID_RECORD,
+                       f"unknown compression codec id {header.codec}")
+    return header
+
+
+def _check_records(buf: memoryview, header: BatchHeader, max_batch_bytes: int,
+                   rules: RecordRules) -> int:
+    """Walk the batch's records; the newest record timestamp, or raise _Refused."""
+    if RecordWalk is None:  # built without the C helpers
+        return _check_records_with_reader(buf[header.position:header.position + header.size])
+    low, high = rules.timestamps
+    walk = RecordWalk(header.record_count, header.base_timestamp, rules.need_keys, low, high)
+    records = buf[header.position + HEADER_SIZE:header.position + header.size]
+    if header.codec == 0:
+        walk.feed(records)
+    else:
+        _walk_compressed(walk, header.codec, records, MAX_DECOMPRESSION_RATIO * max_batch_bytes)
+    if not walk.finish():
+        raise _Refused(RecordSetStatus.INVALID_RECORD, walk.failure or "")
+    if walk.error_count:
+        status = (RecordSetStatus.INVALID_TIMESTAMP if walk.timestamp_errors
+                  else RecordSetStatus.INVALID_RECORD)
+        raise _Refused(status, "", walk)
+    return walk.max_timestamp
+
+
+def _walk_compressed(walk: RecordWalk, codec: int, payload: memoryview, limit: int) -> None:
+    name, total = _CODEC_NAMES[codec], 0
+    try:
+        for piece in decompress.pieces(codec, payload, limit):
+            total += len(piece)
+            if total > limit:
+                raise decompress.PayloadTooLarge(f"the {name} payload decompresses to more "
+                                                 f"than {limit} bytes")
+            if not walk.feed(piece):
+                return  # malformed records: no need to decompress the rest
+    except decompress.PayloadTooLarge as exc:
+        raise _Refused(RecordSetStatus.RECORD_TOO_LARGE,
+                       f"{exc}: a batch's records may take at most {MAX_DECOMPRESSION_RATIO} "
+                       f"times max.message.bytes") from None
+    except decompress.CorruptPayload as exc:
+        raise _Refused(RecordSetStatus.CORRUPT_MESSAGE, str(exc)) from None
+    except decompress.UnsupportedPayload as exc:
+        raise _Refused(RecordSetStatus.INVALID_RECORD, str(exc)) from None
+
+
+def _check_records_with_reader(batch: memoryview) -> int:
+    """The fallback without ``_record_keys``: aiokafka's reader decodes the whole batch (memory
+    not bounded) and the count is checked; keys and timestamps are not."""
+    try:
+        timestamps = [record.timestamp for record in _records(batch)]
+    except Exception as exc:  # the reader raises many kinds on bad input
+        raise _Refused(RecordSetStatus.INVALID_RECORD, "the records cannot be read") from exc
+    if len(timestamps) != read_header(batch).record_count:
+        raise _Refused(RecordSetStatus.INVALID_RECORD, "the record count does not match")
+    return max(timestamps)
+
+
+def set_max_timestamp(body: memoryview, timestamp: int) -> None:
+    """Store the batch's newest record timestamp as its maxTimestamp, as Kafka does whatever
+    the producer sent (CreateTime batches)."""
+    struct.pack_into(">q", body, MAX_TIMESTAMP_AT, timestamp)
+    _reseal(body)
 
 
 def _batch_end(body: memoryview) -> int:
@@ -235,14 +369,16 @@ class KafkaBodyFormat:
                                                                   batch_length]))
         return _scan_keys(records, record_count)
 
-    def offset_for_timestamp(self, body: memoryview, timestamp: int) -> tuple[int, int] | None:
+    def offset_for_timestamp(self, body: memoryview, timestamp: int, min_offset: int = 0
+                             ) -> tuple[int, int] | None:
         header = read_header(body)
-        if header.max_timestamp < timestamp:
+        if header.max_timestamp < timestamp or \
+                header.base_offset + header.last_offset_delta < min_offset:
             return None
         if header.attributes & TIMESTAMP_TYPE_MASK:
-            return header.base_offset, header.max_timestamp
+            return max(header.base_offset, min_offset), header.max_timestamp
         for record in _records(body):
-            if record.timestamp >= timestamp:
+            if record.timestamp >= timestamp and record.offset >= min_offset:
                 return record.offset, record.timestamp
         return None
 

@@ -71,8 +71,7 @@ class GroupCoordinator:
             self.membership.resume(group)
         for consumer_group in self.consumer_groups.values():
             self.consumer.resume(consumer_group)
-        self._expiry_task = asyncio.get_running_loop().create_task(self._expire_loop(),
-                                                                   name="offset-expiry")
+        self._expiry_task = self.store.supervisor.spawn("offset-expiry", self._expire_loop)
         log.info("group coordinator: %d groups, %d with committed offsets loaded from %d "
                  "records of %s in %.3f s", len(self.groups), len(self.offsets.table),
                  self.topic.replayed, OFFSETS_TOPIC, time.monotonic() - began)

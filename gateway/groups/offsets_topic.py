@@ -22,6 +22,8 @@ from protocol.record_batch import build_batch, decode_records
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"  # Kafka's; refused by name before it exists
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 TOPIC_CONFIGS = {"cleanup.policy": "compact", "retention.ms": "-1"}
 READ_CHUNK = 1 << 20
 
@@ -29,11 +31,18 @@ READ_CHUNK = 1 << 20
 APPEND_ERRORS = {
     StoreStatus.ENTRY_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
     StoreStatus.STORE_CLOSED: ErrorCode.NOT_COORDINATOR,
+    StoreStatus.DISK_ERROR: ErrorCode.NOT_COORDINATOR,  # Kafka's KAFKA_STORAGE_ERROR case
 }
 
 
 def is_internal(topic: str) -> bool:
-    return topic == OFFSETS_TOPIC
+    return topic in INTERNAL_TOPICS
+
+
+def internal_refusal(topic: str, action: str) -> str:
+    """The message of a client request refused because ``topic`` is internal."""
+    return (f"Topic '{topic}' is an internal topic of the broker's coordinators: clients may "
+            f"not {action} it.")
 
 
 def java_hash(text: str) -> int:

@@ -4,7 +4,12 @@ and messages of Kafka's controller.
 A topic named twice is INVALID_REQUEST; an unknown topic UNKNOWN_TOPIC_OR_PARTITION; a count that
 is not larger than the current one INVALID_PARTITIONS. Manual assignments must list one replica
 set per added partition, each naming this broker once (one broker: replication factor 1),
-else INVALID_REPLICA_ASSIGNMENT. New partitions are empty and can be produced to at once.
+else INVALID_REPLICA_ASSIGNMENT. New partitions are empty and can be produced to as soon as
+the answer comes (their directories and the table's fsync run off the event loop).
+
+Beyond Kafka: an internal topic is refused (INVALID_REQUEST: its coordinator maps keys to its
+partitions by their count, so growing it would move every group), and so is a growth past
+``max.broker.partitions`` (POLICY_VIOLATION, as CreateTopics).
 """
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ import collections
 import logging
 
 from gateway.broker import STORE_ERRORS, Broker
+from gateway.groups.offsets_topic import internal_refusal, is_internal
 from gateway.request_context import RequestContext
 from protocol import messages
 from protocol.errors import ErrorCode
@@ -53,6 +59,8 @@ def _problem(broker: Broker, topic) -> Problem | None:
     record = broker.topic(topic.name)
     if record is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+    if is_internal(topic.name):
+        return ErrorCode.INVALID_REQUEST, internal_refusal(topic.name, "add partitions to")
     current = record.partitions
     if topic.count == current:
         return ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s)."
@@ -72,15 +80,20 @@ def _problem(broker: Broker, topic) -> Problem | None:
     return (ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem) if problem else None
 
 
-def _grow(ctx: RequestContext, topic, validate_only: bool) -> Problem | None:
+async def _grow(ctx: RequestContext, topic, validate_only: bool) -> Problem | None:
     broker = ctx.broker
     problem = _problem(broker, topic)
+    if problem is None:
+        limit = broker.config.max_broker_partitions
+        result = broker.store.create_partitions(topic.name, topic.count, validate_only=True,
+                                                max_partitions=limit) if validate_only \
+            else await broker.store.create_partitions_off_loop(topic.name, topic.count,
+                                                               max_partitions=limit)
+        if STORE_ERRORS[result.status] is not ErrorCode.NONE:
+            problem = STORE_ERRORS[result.status], result.error
     if problem is not None:
         log.info("create partitions of %r from %s refused: %s", topic.name, ctx.who(), problem)
         return problem
-    result = broker.store.create_partitions(topic.name, topic.count, validate_only=validate_only)
-    if STORE_ERRORS[result.status] is not ErrorCode.NONE:
-        return STORE_ERRORS[result.status], result.error
     if not validate_only:
         log.info("topic %s now has %d partitions (for %s)", topic.name, topic.count, ctx.who())
     return None
@@ -96,7 +109,7 @@ async def handle(ctx: RequestContext, request) -> object:
         elif counts[topic.name] == 0:
             continue
         else:
-            problem = _grow(ctx, topic, request.validate_only)
+            problem = await _grow(ctx, topic, request.validate_only)
         code, message = problem or (ErrorCode.NONE, None)
         results.append(Result(name=topic.name, error_code=code, error_message=message))
     return Response(throttle_time_ms=0, results=results)

@@ -1,4 +1,13 @@
-"""CreateTopics (key 19), including validate-only requests, with Kafka's checks and messages."""
+"""CreateTopics (key 19), including validate-only requests, with Kafka's checks and messages.
+
+Two limits Kafka's controller does not have: an internal topic that does not exist yet is
+refused (INVALID_REQUEST; its coordinator creates it in its own shape: a ``__consumer_offsets``
+of one partition made by a client would leave groups mapped to partitions it lacks), and a
+creation that would take the broker past ``max.broker.partitions`` (KIP-578, never shipped by
+Kafka) is refused with POLICY_VIOLATION, the code Kafka answers when a create-topic policy
+refuses a topic (KIP-578's own RESOURCE_LIMIT_REACHED was never added). Directories and the
+topic table's fsync run off the event loop (``MessageStore.create_topic_off_loop``).
+"""
 from __future__ import annotations
 
 import collections
@@ -6,7 +15,9 @@ import logging
 import uuid
 
 from engine import StoreStatus
+from engine.status import TopicResult
 from gateway.broker import STORE_ERRORS, Broker
+from gateway.groups.offsets_topic import internal_refusal, is_internal
 from gateway.request_context import RequestContext
 from gateway.topic_configs import TOPIC_CONFIGS, config_error, effective
 from protocol import messages
@@ -69,7 +80,7 @@ def _configs_out(broker: Broker, configs: dict[str, str]) -> list:
         is_sensitive=False) for name in sorted(TOPIC_CONFIGS)]
 
 
-def _create(ctx: RequestContext, topic, validate_only: bool) -> object:
+async def _create(ctx: RequestContext, topic, validate_only: bool) -> object:
     broker = ctx.broker
     out = Result(name=topic.name, error_code=ErrorCode.NONE, num_partitions=-1,
                  replication_factor=-1, configs=None)
@@ -79,9 +90,10 @@ def _create(ctx: RequestContext, topic, validate_only: bool) -> object:
         problems = [p for p in (config_error(c.name, c.value) for c in topic.configs) if p]
         if problems:
             error, message = ErrorCode.INVALID_CONFIG, problems[0]
+    if error is ErrorCode.NONE and is_internal(topic.name) and broker.topic(topic.name) is None:
+        error, message = ErrorCode.INVALID_REQUEST, internal_refusal(topic.name, "create")
     if error is ErrorCode.NONE:
-        result = broker.store.create_topic(topic.name, partitions, configs,
-                                           validate_only=validate_only)
+        result = await _store_create(broker, topic.name, partitions, configs, validate_only)
         error = STORE_ERRORS[result.status]
         message = result.error
         if result.status is StoreStatus.TOPIC_ALREADY_EXISTS:
@@ -99,6 +111,16 @@ def _create(ctx: RequestContext, topic, validate_only: bool) -> object:
     return out
 
 
+async def _store_create(broker: Broker, name: str, partitions: int, configs: dict[str, str],
+                        validate_only: bool) -> TopicResult:
+    limit = broker.config.max_broker_partitions
+    if validate_only:
+        return broker.store.create_topic(name, partitions, configs, validate_only=True,
+                                         max_partitions=limit)
+    return await broker.store.create_topic_off_loop(name, partitions, configs,
+                                                    max_partitions=limit)
+
+
 async def handle(ctx: RequestContext, request) -> object:
     counts = collections.Counter(t.name for t in request.topics)
     results = []
@@ -108,5 +130,5 @@ async def handle(ctx: RequestContext, request) -> object:
                                   error_message="Found multiple entries for this topic.",
                                   num_partitions=-1, replication_factor=-1))
             continue
-        results.append(_create(ctx, topic, request.validate_only))
+        results.append(await _create(ctx, topic, request.validate_only))
     return Response(throttle_time_ms=0, topics=results)

@@ -6,6 +6,8 @@ Offset -1 means the high watermark. An offset past the high watermark, or negati
 current one. Records below the new start are no longer served (fetching there is
 OFFSET_OUT_OF_RANGE); their files go once no partition needs them. One broker, so the request
 never waits for followers or for its timeout. Failed partitions answer low watermark -1.
+A partition of an internal topic is INVALID_TOPIC_EXCEPTION, as in Kafka. The topic table is
+saved once per request, off the event loop.
 """
 from __future__ import annotations
 
@@ -13,8 +15,10 @@ import logging
 
 from engine import StoreStatus
 from gateway.broker import STORE_ERRORS
+from gateway.groups.offsets_topic import is_internal
 from gateway.request_context import RequestContext
 from protocol import messages
+from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -27,9 +31,16 @@ TopicOut = Response.DeleteRecordsTopicResult
 PartitionOut = Response.DeleteRecordsPartitionResult
 
 
-def _delete(ctx: RequestContext, topic: str, partition) -> object:
-    status, low = ctx.broker.store.delete_records(topic, partition.partition_index,
-                                                  partition.offset)
+def _out(ctx: RequestContext, topic: str, partition, done: tuple[StoreStatus, int] | None
+         ) -> object:
+    """The answer for one partition; ``done`` is None for an internal topic's."""
+    if done is None:  # Kafka's ReplicaManager refuses it so (the answer has no message)
+        log.warning("delete records of internal topic %s-%d refused for %s", topic,
+                    partition.partition_index, ctx.who())
+        return PartitionOut(partition_index=partition.partition_index,
+                            low_watermark=INVALID_LOW_WATERMARK,
+                            error_code=ErrorCode.INVALID_TOPIC_EXCEPTION)
+    status, low = done
     if status is not StoreStatus.OK:
         low = INVALID_LOW_WATERMARK
         log.info("delete records of %s-%d before %d from %s refused: %s", topic,
@@ -39,6 +50,11 @@ def _delete(ctx: RequestContext, topic: str, partition) -> object:
 
 
 async def handle(ctx: RequestContext, request) -> object:
+    entries = [(t.name, p) for t in request.topics for p in t.partitions]
+    moves = [(name, p.partition_index, p.offset) for name, p in entries if not is_internal(name)]
+    done = iter(await ctx.broker.store.delete_records_off_loop(moves))  # one table save
+    outs = iter([_out(ctx, name, p, None if is_internal(name) else next(done))
+                 for name, p in entries])
     return Response(throttle_time_ms=0, topics=[
-        TopicOut(name=t.name, partitions=[_delete(ctx, t.name, p) for p in t.partitions])
+        TopicOut(name=t.name, partitions=[next(outs) for _ in t.partitions])
         for t in request.topics])

@@ -6,6 +6,13 @@ before. Names or ids given twice, entries with both or neither, and a name whose
 given are INVALID_REQUEST; an unknown name is UNKNOWN_TOPIC_OR_PARTITION, an unknown id
 UNKNOWN_TOPIC_ID. A deleted topic's data is gone for good: re-creating the name gives an empty
 topic with a new id (the store ignores entries older than a topic's creation).
+
+Internal topics (``__consumer_offsets``, ``__transaction_state``) are refused with
+INVALID_REQUEST and a message naming the topic (v5+ carries it). Kafka 3.9 without an
+authorizer deletes them (only its command-line tools refuse, client side), and every group's
+committed offsets are then gone; with an authorizer it answers TOPIC_AUTHORIZATION_FAILED,
+which here, with no ACLs to change, would send the operator looking for one. The table's
+fsync runs off the event loop (``MessageStore.delete_topic_off_loop``).
 """
 from __future__ import annotations
 
@@ -13,6 +20,9 @@ import collections
 import logging
 import uuid
 
+from engine import StoreStatus
+from gateway.broker import STORE_ERRORS
+from gateway.groups.offsets_topic import internal_refusal, is_internal
 from gateway.request_context import RequestContext
 from protocol import messages
 from protocol.codec import ZERO_UUID
@@ -75,6 +85,9 @@ def _result(ctx: RequestContext, name: str | None, topic_id: uuid.UUID,
     if refusal is None and record is None:
         refusal = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_NAME) if name is not None \
             else (ErrorCode.UNKNOWN_TOPIC_ID, UNKNOWN_ID)
+    if refusal is None and is_internal(record.name):
+        name = record.name  # named in the answer when asked for by id
+        refusal = ErrorCode.INVALID_REQUEST, internal_refusal(record.name, "delete")
     if refusal is None and uuid.UUID(record.topic_id) in clashes:
         topic_id = uuid.UUID(record.topic_id)
         refusal = (ErrorCode.INVALID_REQUEST,
@@ -84,6 +97,14 @@ def _result(ctx: RequestContext, name: str | None, topic_id: uuid.UUID,
                       error_message=refusal[1])
     return Result(name=record.name, topic_id=uuid.UUID(record.topic_id),
                   error_code=ErrorCode.NONE, error_message=None)
+
+
+async def _delete(ctx: RequestContext, result) -> None:
+    done = await ctx.broker.store.delete_topic_off_loop(result.name)
+    if done.status is not StoreStatus.OK:
+        result.error_code, result.error_message = STORE_ERRORS[done.status], done.error
+        return
+    log.info("deleted topic %s (id %s) for %s", result.name, result.topic_id, ctx.who())
 
 
 def _disabled(ctx: RequestContext, wanted) -> object:
@@ -100,6 +121,7 @@ async def handle(ctx: RequestContext, request) -> object:
     results = _resolve(ctx, wanted)
     for result in results:
         if result.error_code == ErrorCode.NONE:
-            ctx.broker.store.delete_topic(result.name)
-            log.info("deleted topic %s (id %s) for %s", result.name, result.topic_id, ctx.who())
+            await _delete(ctx, result)
+        elif result.error_code == ErrorCode.INVALID_REQUEST and is_internal(result.name or ""):
+            log.warning("deleting internal topic %s refused for %s", result.name, ctx.who())
     return Response(throttle_time_ms=0, responses=results)

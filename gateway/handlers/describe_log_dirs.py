@@ -2,7 +2,8 @@
 asked for (null: every partition of every topic).
 
 A partition's size is the bytes of the CommitLog entries holding its batches from its log start
-on (``MessageStore.partition_size``, one step per batch). The offset lag is 0 (no future
+on (``MessageStore.partition_size``: counters, so a request costs a step per partition once
+each partition was walked at its first request after a start). The offset lag is 0 (no future
 logs), v4+ carries the volume's total and usable bytes, v5+ says it is not cordoned. Topics
 and partitions that do not exist are left out, as Kafka does.
 """
@@ -35,11 +36,11 @@ def _wanted(broker: Broker, topics) -> dict[str, list[int]]:
     return {name: sorted(set(parts)) for name, parts in wanted.items() if parts}
 
 
-def _topic(broker: Broker, name: str, partitions: list[int]) -> object:
+async def _topic(broker: Broker, name: str, partitions: list[int]) -> object:
     return Response.DescribeLogDirsTopic(name=name, partitions=[
-        Response.DescribeLogDirsPartition(partition_index=p,
-                                          partition_size=broker.store.partition_size(name, p),
-                                          offset_lag=0, is_future_key=False)
+        Response.DescribeLogDirsPartition(
+            partition_index=p, partition_size=await broker.store.partition_size(name, p),
+            offset_lag=0, is_future_key=False)
         for p in partitions])
 
 
@@ -47,7 +48,8 @@ async def handle(ctx: RequestContext, request) -> object:
     broker = ctx.broker
     data_dir = broker.config.store.data_dir.resolve()
     usage = shutil.disk_usage(data_dir)
-    topics = [_topic(broker, name, parts) for name, parts in _wanted(broker, request.topics).items()]
+    topics = [await _topic(broker, name, parts)
+              for name, parts in _wanted(broker, request.topics).items()]
     return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, results=[
         Result(error_code=ErrorCode.NONE, log_dir=str(data_dir), topics=topics,
                total_bytes=usage.total, usable_bytes=usage.free, is_cordoned=False)])

@@ -1,5 +1,13 @@
-"""ListOffsets (key 2): earliest, latest, max-timestamp and by-timestamp offsets."""
+"""ListOffsets (key 2): earliest, latest, max-timestamp and by-timestamp offsets.
+
+A lookup by timestamp finds its batch on the event loop by a binary search over the
+ConsumeQueue units (no batch is read on the way) and decodes that one batch, which may be
+compressed and hold many records, in a thread (``MessageStore.timestamp_searches``; a batch
+after it only when the log start lies in it with no record past the start qualifying).
+"""
 from __future__ import annotations
+
+import asyncio
 
 from gateway.broker import LEADER_EPOCH, Broker
 from gateway.request_context import RequestContext
@@ -21,7 +29,8 @@ TopicOut = Response.ListOffsetsTopicResponse
 PartitionOut = Response.ListOffsetsPartitionResponse
 
 
-def _lookup(broker: Broker, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
+async def _lookup(broker: Broker, topic: str, partition: int, timestamp: int
+                  ) -> tuple[int, int]:
     """(offset, timestamp) for one query; -1, -1 when no record qualifies."""
     store = broker.store
     if timestamp == LATEST:
@@ -30,12 +39,16 @@ def _lookup(broker: Broker, topic: str, partition: int, timestamp: int) -> tuple
         return store.log_start_offset(topic, partition), -1
     if timestamp == LATEST_TIERED:
         return -1, -1
-    found = (store.max_timestamp_offset(topic, partition) if timestamp == MAX_TIMESTAMP
-             else store.offset_for_timestamp(topic, partition, timestamp))
-    return found if found is not None else (-1, -1)
+    searches = [store.max_timestamp_search(topic, partition)] if timestamp == MAX_TIMESTAMP \
+        else store.timestamp_searches(topic, partition, timestamp)
+    for search in searches:
+        found = await asyncio.to_thread(search.run)
+        if found is not None:
+            return found
+    return -1, -1
 
 
-def _partition(ctx: RequestContext, name: str, part) -> object:
+async def _partition(ctx: RequestContext, name: str, part) -> object:
     broker = ctx.broker
     out = PartitionOut(partition_index=part.partition_index, timestamp=-1, offset=-1,
                        leader_epoch=-1)
@@ -46,12 +59,14 @@ def _partition(ctx: RequestContext, name: str, part) -> object:
     if part.timestamp <= EARLIEST_PENDING_UPLOAD:
         out.error_code = ErrorCode.UNSUPPORTED_VERSION
         return out
-    out.offset, out.timestamp = _lookup(broker, name, part.partition_index, part.timestamp)
+    out.offset, out.timestamp = await _lookup(broker, name, part.partition_index,
+                                              part.timestamp)
     out.leader_epoch = LEADER_EPOCH
     return out
 
 
 async def handle(ctx: RequestContext, request) -> object:
-    topics = [TopicOut(name=t.name, partitions=[_partition(ctx, t.name, p) for p in t.partitions])
+    topics = [TopicOut(name=t.name,
+                       partitions=[await _partition(ctx, t.name, p) for p in t.partitions])
               for t in request.topics]
     return Response(throttle_time_ms=0, topics=topics)

@@ -41,7 +41,7 @@ def _topic(broker: Broker, topic: TopicRecord) -> object:
                     topic_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN)
 
 
-def _requested(ctx: RequestContext, wanted, allow_create: bool) -> object:
+async def _requested(ctx: RequestContext, wanted, allow_create: bool) -> object:
     broker = ctx.broker
     if wanted.name is None:  # by id (v10+)
         found = broker.topic_by_id(wanted.topic_id)
@@ -51,7 +51,7 @@ def _requested(ctx: RequestContext, wanted, allow_create: bool) -> object:
         return _topic(broker, found)
     found = broker.topic(wanted.name)
     if found is None and allow_create:
-        error = broker.auto_create(wanted.name)
+        error = await broker.auto_create(wanted.name)
         if error is ErrorCode.NONE:
             log.info("auto-created topic %s for %s", wanted.name, ctx.who())
             found = broker.topic(wanted.name)
@@ -71,7 +71,7 @@ async def handle(ctx: RequestContext, request) -> object:
         topics = [_topic(broker, t) for t in broker.store.topics()]
     else:
         allow = request.allow_auto_topic_creation if ctx.api_version >= 4 else True
-        topics = [_requested(ctx, wanted, allow) for wanted in request.topics]
+        topics = [await _requested(ctx, wanted, allow) for wanted in request.topics]
     return Response(
         throttle_time_ms=0,
         brokers=[Response.MetadataResponseBroker(node_id=node.node_id, host=node.endpoint.host,

@@ -1,20 +1,37 @@
-"""Produce (key 0): validate each partition's batch by header and CRC, append it, answer.
+"""Produce (key 0): validate each partition's batch as Kafka's LogValidator does, append it,
+answer.
 
-Batches are checked without decoding records: magic, lengths, CRC-32C, record count, size
-limit, then the idempotent producer's epoch and sequence. A bad batch is never stored.
+Batches are checked header first (magic, lengths, CRC-32C, record count, size limit, codec),
+then record by record in C (framing, offset deltas, count, keys on compacted topics, timestamps
+within message.timestamp.before/after.max.ms), decompressing in bounded pieces; then the
+idempotent producer's epoch and sequence. A bad batch is never stored: refusals are
+CORRUPT_MESSAGE, INVALID_RECORD, INVALID_TIMESTAMP or MESSAGE_TOO_LARGE, with KIP-467 record
+errors where Kafka gives them. As in Kafka, a batch's maxTimestamp is its newest record's.
 acks=0 gets no response; acks=-1 under SYNC_FLUSH is answered after the group-commit fsync.
 """
 from __future__ import annotations
 
 import logging
+import time
 
 from engine import StoreStatus
 from gateway.broker import STORE_ERRORS, Broker
 from gateway.groups.offsets_topic import is_internal
 from gateway.request_context import RequestContext
+from gateway.topic_configs import TOPIC_CONFIGS
 from protocol import messages
 from protocol.errors import ErrorCode
-from protocol.record_batch import CODECS, RecordSetStatus, validate_record_set
+from protocol.record_batch import (
+    CODECS,
+    INT64_MAX,
+    INT64_MIN,
+    RecordProblem,
+    RecordRules,
+    RecordSetCheck,
+    RecordSetStatus,
+    set_max_timestamp,
+    validate_record_set,
+)
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +42,7 @@ ADVERTISED_MIN = 0  # Kafka 4 lists v0-2 but refuses them; older librdkafka need
 Response = messages.get("ProduceResponse").cls
 TopicOut = Response.TopicProduceResponse
 PartitionOut = Response.PartitionProduceResponse
+RecordErrorOut = Response.BatchIndexAndErrorMessage
 
 RECORD_SET_ERRORS = {
     RecordSetStatus.EMPTY: ErrorCode.INVALID_RECORD,
@@ -32,13 +50,58 @@ RECORD_SET_ERRORS = {
     RecordSetStatus.UNSUPPORTED_MAGIC: ErrorCode.INVALID_RECORD,
     RecordSetStatus.RECORD_TOO_LARGE: ErrorCode.MESSAGE_TOO_LARGE,
     RecordSetStatus.INVALID_RECORD: ErrorCode.INVALID_RECORD,
+    RecordSetStatus.INVALID_TIMESTAMP: ErrorCode.INVALID_TIMESTAMP,
 }
+TIMESTAMP_TYPE, BEFORE_MAX_MS, AFTER_MAX_MS = (
+    "message.timestamp.type", "message.timestamp.before.max.ms", "message.timestamp.after.max.ms")
 
 
 def _fail(out, code: ErrorCode, message: str | None = None):
     out.error_code = code
     out.error_message = message
     return out
+
+
+def _topic_config(broker: Broker, topic, name: str) -> str:
+    value = topic.configs.get(name)
+    return value if value is not None else TOPIC_CONFIGS[name].default(broker.config)
+
+
+def _rules(broker: Broker, topic) -> RecordRules:
+    """What the topic asks of each record: a key when compacted; for CreateTime topics a
+    timestamp within message.timestamp.before.max.ms / after.max.ms of now (Kafka's
+    LogValidator.validateTimestamp; LogAppendTime topics overwrite it)."""
+    need_keys = broker.store.compacted(topic.name)
+    if _topic_config(broker, topic, TIMESTAMP_TYPE) != "CreateTime":
+        return RecordRules(need_keys)
+    now = int(time.time() * 1000)
+    low = max(INT64_MIN, now - int(_topic_config(broker, topic, BEFORE_MAX_MS)))
+    high = min(INT64_MAX, now + int(_topic_config(broker, topic, AFTER_MAX_MS)))
+    return RecordRules(need_keys, (low, high))
+
+
+def _refuse_records(out, check: RecordSetCheck, rules: RecordRules, where: str):
+    """A refused record set: with KIP-467 record errors when single records were at fault (a
+    missing key, a timestamp out of range), with Kafka's texts; else the batch's fault."""
+    if not check.record_error_count:
+        return _fail(out, RECORD_SET_ERRORS[check.status], f"{check.detail} in topic partition "
+                                                           f"{where}")
+    low, high = rules.timestamps
+    texts = [
+        f"Compacted topic cannot accept message without key in topic partition {where}."
+        if e.problem is RecordProblem.KEY_MISSING else
+        f"Timestamp {e.timestamp} of message with offset {e.index} is out of range. The "
+        f"timestamp should be within [{low}, {high}]" for e in check.record_errors]
+    out.record_errors = [RecordErrorOut(batch_index=e.index, batch_index_error_message=text)
+                         for e, text in zip(check.record_errors, texts)]
+    if check.status is RecordSetStatus.INVALID_TIMESTAMP:
+        return _fail(out, ErrorCode.INVALID_TIMESTAMP,
+                     "One or more records have been rejected due to invalid timestamp")
+    shown = ", ".join(f"RecordError(batchIndex={e.index}, message='{text}')"
+                      for e, text in zip(check.record_errors[:3], texts))
+    return _fail(out, ErrorCode.INVALID_RECORD, f"One or more records have been rejected due "
+                 f"to {check.record_error_count} record errors in total, and only showing the "
+                 f"first three errors at most: [{shown}]")
 
 
 def _append(ctx: RequestContext, topic, index: int, records) -> tuple[object, int]:
@@ -54,24 +117,21 @@ def _append(ctx: RequestContext, topic, index: int, records) -> tuple[object, in
                      f"Cannot append to internal topic {name}"), -1
     if records is None:
         return _fail(out, ErrorCode.INVALID_RECORD, "the record set is null"), -1
-    check = validate_record_set(records, broker.max_message_bytes(topic))
+    rules = _rules(broker, topic)
+    check = validate_record_set(records, broker.max_message_bytes(topic), rules)
     if check.status is not RecordSetStatus.OK:
-        log.info("produce to %s-%d from %s refused: %s", name, index, ctx.who(), check.detail)
-        return _fail(out, RECORD_SET_ERRORS[check.status], check.detail), -1
-    if len(check.headers) != 1:
-        return _fail(out, ErrorCode.INVALID_RECORD,
-                     "produce requests must hold exactly one record batch per partition"), -1
+        out = _refuse_records(out, check, rules, f"{name}-{index}")
+        log.info("produce to %s-%d from %s refused: %s", name, index, ctx.who(),
+                 out.error_message)
+        return out, -1
     batch = check.headers[0]
     if batch.codec == CODECS["zstd"] and ctx.api_version < 7:
         return _fail(out, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                      f"Produce requests with version {ctx.api_version} are not allowed to use "
                      f"ZStandard compression"), -1
-    if not batch.is_control and broker.store.compacted(name) and \
-            len(broker.store.body_format.keys(records)) < batch.record_count:
-        log.info("produce to %s-%d from %s refused: a record without a key", name, index,
-                 ctx.who())
-        return _fail(out, ErrorCode.INVALID_RECORD, f"Compacted topic cannot accept message "
-                                                    f"without key in topic partition {name}-{index}."), -1
+    if check.newest[0] != batch.max_timestamp:  # Kafka stores the newest record's, whatever
+        set_max_timestamp(records, check.newest[0])  # was sent
+        batch = batch._replace(max_timestamp=check.newest[0])
     verdict = broker.producers.check(topic.topic_id, index, batch)
     if verdict.error is not ErrorCode.NONE:
         log.info("produce to %s-%d from %s refused: %s", name, index, ctx.who(), verdict.message)

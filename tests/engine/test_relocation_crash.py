@@ -248,13 +248,13 @@ def read_partition(store: MessageStore, topic: str, partition: int
     return {(topic, partition, base): batch for base, batch in batches.items()}, start, end
 
 
-def read_all(store: MessageStore, report: RecoveryReport) -> StoreState:
+async def read_all(store: MessageStore, report: RecoveryReport) -> StoreState:
     state = StoreState(report)
     for topic, partition in all_partitions():
         batches, start, end = read_partition(store, topic, partition)
         state.batches.update(batches)
         state.starts[(topic, partition)], state.ends[(topic, partition)] = start, end
-    state.keep_bytes = sum(store.partition_size(KEEP, p) for p in range(PARTITIONS[KEEP]))
+    state.keep_bytes = sum([await store.partition_size(KEEP, p) for p in range(PARTITIONS[KEEP])])
     return state
 
 
@@ -268,7 +268,7 @@ async def read_store(data_dir: Path) -> StoreState:
     store = checker_store(data_dir)
     report = await store.open()
     try:
-        return read_all(store, report)
+        return await read_all(store, report)
     finally:
         await store.close()
 
@@ -282,18 +282,18 @@ async def check_and_settle(data_dir: Path, acked: dict[Key, Ack], deleted: dict[
     store = checker_store(data_dir)
     report = await store.open()
     try:
-        state = read_all(store, report)
+        state = await read_all(store, report)
         assert not report.clean
         assert_view_correct(state, acked, deleted)
         for _ in range(SETTLE_PASSES):
             if not await store.retention.run_once():
                 break
         segments = len(store.commit_log.queue.files)
-        live = sum(store.partition_size(topic, p) for topic, p in all_partitions())
+        live = sum([await store.partition_size(topic, p) for topic, p in all_partitions()])
         bound = store.config.cleaner_garbage_factor * live + 3 * SEGMENT_BYTES
         assert segments * SEGMENT_BYTES <= bound, \
             f"{segments} segments after the cleaner settled, {live} bytes live"
-        settled = read_all(store, report)
+        settled = await read_all(store, report)
         assert settled.batches == state.batches, "the cleaner changed the view"
         assert (settled.starts, settled.ends) == (state.starts, state.ends)
     finally:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+import struct
 import uuid
 
 import kafka.protocol
@@ -177,3 +178,17 @@ def test_uuid_default_is_zero():
     encoded = codec.encode(codec.cls(topics=[codec.cls.MetadataResponseTopic(name="x")]), 12)
     decoded, _ = codec.decode(memoryview(encoded), 12)
     assert decoded.topics[0].topic_id == uuid.UUID(int=0)
+
+
+def test_error_message_longer_than_an_int16_string_is_cut_not_an_encode_failure():
+    codec = messages.get("AlterConfigsResponse")
+    resource = codec.cls.AlterConfigsResourceResponse(error_code=40, resource_name="t",
+                                                      error_message="é" * 20_000)
+    decoded, _ = codec.decode(memoryview(codec.encode(codec.cls(responses=[resource]), 1)), 1)
+    message = decoded.responses[0].error_message
+    assert len(message.encode()) == 0x7FFF and message == "é" * 16_382 + "..."
+    flexible, _ = codec.decode(memoryview(codec.encode(codec.cls(responses=[resource]), 2)), 2)
+    assert flexible.responses[0].error_message == "é" * 20_000  # compact strings: no limit
+    resource.resource_name = "y" * 40_000  # other strings still fail loudly
+    with pytest.raises(struct.error):
+        codec.encode(codec.cls(responses=[resource]), 1)

@@ -12,6 +12,7 @@ const readline = require('readline')
 const { Kafka, CompressionTypes, CompressionCodecs, Partitioners, ConfigResourceTypes, logLevel } = require('kafkajs')
 const snappy = require('snappyjs')
 const lz4 = require('lz4js')
+const { compressFrame: lz4Frame } = require('./lz4frame')
 const zstd = require('@bokuweb/zstd-wasm')
 
 const CODECS = { none: CompressionTypes.None, gzip: CompressionTypes.GZIP,
@@ -24,8 +25,8 @@ CompressionCodecs[CompressionTypes.Snappy] = () => ({
   decompress: async buffer => Buffer.from(snappy.uncompress(buffer)),
 })
 CompressionCodecs[CompressionTypes.LZ4] = () => ({
-  compress: async encoder => Buffer.from(lz4.compress(encoder.buffer)),
-  decompress: async buffer => Buffer.from(lz4.decompress(buffer)),
+  compress: async encoder => lz4Frame(encoder.buffer),  // independent blocks: see lz4frame.js
+  decompress: async buffer => Buffer.from(lz4.decompress(buffer)),  // any frame, dependent too
 })
 CompressionCodecs[CompressionTypes.ZSTD] = () => ({
   compress: async encoder => Buffer.from(zstd.compress(encoder.buffer, 3)),
