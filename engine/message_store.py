@@ -438,8 +438,10 @@ class MessageStore:
         record = self.table.get(name)
         return record is not None and "compact" in cleanup_policy(record, self.config)
 
-    def alter_topic_configs(self, name: str, changes: dict[str, str | None]) -> TopicResult:
-        """Set (value) or remove (None) topic configs; the store reads retention and timestamps."""
+    def alter_topic_configs(self, name: str, changes: dict[str, str | None], *,
+                            save: bool = True) -> TopicResult:
+        """Set (value) or remove (None) topic configs; the store reads retention and timestamps.
+        With ``save=False`` the caller writes the table (``table.save_off_loop``)."""
         record = self.table.get(name)
         if record is None:
             return TopicResult(StoreStatus.UNKNOWN_TOPIC_OR_PARTITION, f"no topic '{name}'")
@@ -448,7 +450,8 @@ class MessageStore:
                 record.configs.pop(key, None)
             else:
                 record.configs[key] = value
-        self.table.save()
+        if save:
+            self.table.save()
         return TopicResult(StoreStatus.OK)
 
     # ---- data -----------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from gateway.fetch_waiters import FetchWaiters
 from gateway.groups.coordinator import GroupCoordinator
 from gateway.groups.offsets_topic import OFFSETS_TOPIC, is_internal
 from gateway.network_stats import NetworkStats
+from gateway.peer_log import PeerLog
 from gateway.producer_ids import ProducerIdAllocator
 from gateway.producer_snapshot_service import ProducerSnapshotService
 from gateway.producer_state import ProducerStateManager
@@ -59,6 +60,8 @@ class Broker:
         self.cluster_id = cluster_id(config.store.data_dir, config.node_id)
         self.fetch_waiters = FetchWaiters()
         self.network = NetworkStats()  # the listener's and connections' counters
+        # what clients sent wrong, rate-limited per address (connections, Produce refusals)
+        self.peer_log = PeerLog(logging.getLogger("gateway.clients"), self.network)
         self.producer_ids = ProducerIdAllocator(config.store.data_dir / "broker" / "producer_ids")
         self.producer_ids.load()
         self.producers = ProducerStateManager()

@@ -112,6 +112,14 @@ def _alter_topic(broker: Broker, name: str, new: dict[str, str], validate_only: 
         return None
     changes: dict[str, str | None] = {k: None for k in topic.configs if k not in new}
     changes.update(new)
-    broker.store.alter_topic_configs(name, changes)
+    broker.store.alter_topic_configs(name, changes, save=False)  # saved by save_topic_changes
     log.info("topic %s configs now %s", name, new)
     return None
+
+
+async def save_topic_changes(broker: Broker, request) -> None:
+    """Write the topic table on its own thread (its fsync must not hold the loop) once the
+    request's topic configs changed, before the answer: a change answered is durable."""
+    if not request.validate_only and \
+            any(r.resource_type == ResourceType.TOPIC for r in request.resources):
+        await broker.store.table.save_off_loop()

@@ -99,12 +99,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
         try:
             frames = self._reader.buffer_updated(nbytes)
         except FrameError as exc:
-            self.broker.network.oversized_frames += 1
-            self.listener.peer_log.warning(self.host, "%s sent %s (socket.request.max.bytes); "
-                                           "closing", self.peer, exc)
-            self.close()
+            self._oversized(exc)
             return
         self._on_frames(frames)
+
+    def _oversized(self, exc: FrameError) -> None:
+        self.broker.network.oversized_frames += 1
+        self.listener.peer_log.warning(self.host, "%s sent %s (socket.request.max.bytes); "
+                                       "closing", self.peer, exc)
+        self.close()
 
     def _on_frames(self, frames: list[memoryview]) -> None:
         for i, frame in enumerate(frames):
@@ -124,10 +127,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         try:
             frames = self._reader.granted()
         except FrameError as exc:  # a later size prefix among the bytes held meanwhile
-            self.broker.network.oversized_frames += 1
-            self.listener.peer_log.warning(self.host, "%s sent %s (socket.request.max.bytes); "
-                                           "closing", self.peer, exc)
-            self.close()
+            self._oversized(exc)
             return
         self._on_frames(frames)
 

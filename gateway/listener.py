@@ -21,7 +21,6 @@ import time
 
 from gateway.broker import Broker
 from gateway.connection import KafkaConnection
-from gateway.peer_log import PeerLog
 from gateway.request_memory import RequestMemory
 
 log = logging.getLogger(__name__)
@@ -37,7 +36,7 @@ class Listener:
         self.broker = broker
         self.stats = broker.network
         self.memory = RequestMemory(config.queued_max_request_bytes, self.stats)
-        self.peer_log = PeerLog(log, self.stats)
+        self.peer_log = broker.peer_log
         self.connections: set[KafkaConnection] = set()
         self.supervisor = broker.store.supervisor  # its tasks show in the broker's health
         self._per_host: collections.Counter[str] = collections.Counter()

@@ -17,3 +17,4 @@ class NetworkStats:
     queued_request_bytes: int = 0  # charged to queued.max.request.bytes now
     request_memory_waits: int = 0  # times a connection waited for that memory
     warnings_suppressed: int = 0  # by the per-client rate limit of those warnings
+    produce_refused: int = 0  # partitions' record sets refused by Produce validation

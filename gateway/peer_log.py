@@ -33,6 +33,10 @@ class PeerLog:
         self._windows: dict[str, _Window] = {}
 
     def warning(self, host: str, msg: str, *args: object) -> None:
+        self.log_at(logging.WARNING, host, msg, *args)
+
+    def log_at(self, level: int, host: str, msg: str, *args: object) -> None:
+        """Log at ``level`` within the address's burst, else count and log at DEBUG."""
         now = time.monotonic()
         window = self._windows.get(host)
         if window is None or now - window.since >= self.interval_s:
@@ -41,7 +45,7 @@ class PeerLog:
             window = self._windows[host] = _Window(now)
         if window.logged < self.burst:
             window.logged += 1
-            self.log.warning(msg, *args)
+            self.log.log(level, msg, *args)
             return
         window.suppressed += 1
         self.stats.warnings_suppressed += 1

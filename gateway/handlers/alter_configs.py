@@ -30,5 +30,7 @@ def _alter(ctx: RequestContext, resource, validate_only: bool) -> config_admin.P
 
 
 async def handle(ctx: RequestContext, request) -> object:
-    return config_admin.respond(Response, request,
-                                lambda r: _alter(ctx, r, request.validate_only))
+    response = config_admin.respond(Response, request,
+                                    lambda r: _alter(ctx, r, request.validate_only))
+    await config_admin.save_topic_changes(ctx.broker, request)
+    return response

@@ -121,8 +121,10 @@ def _append(ctx: RequestContext, topic, index: int, records) -> tuple[object, in
     check = validate_record_set(records, broker.max_message_bytes(topic), rules)
     if check.status is not RecordSetStatus.OK:
         out = _refuse_records(out, check, rules, f"{name}-{index}")
-        log.info("produce to %s-%d from %s refused: %s", name, index, ctx.who(),
-                 out.error_message)
+        broker.network.produce_refused += 1  # a client looping on a bad batch: rate-limited
+        broker.peer_log.log_at(logging.INFO, ctx.peer.rpartition(":")[0],
+                               "produce to %s-%d from %s refused: %s", name, index, ctx.who(),
+                               out.error_message)
         return out, -1
     batch = check.headers[0]
     if batch.codec == CODECS["zstd"] and ctx.api_version < 7:

@@ -290,3 +290,18 @@ def test_malformed_requests_are_warned_about_a_few_times_per_client_in_plain_wor
     assert len(warnings) == BURST, "\n".join(warnings)
     assert "(12 bytes)" in warnings[0]
     assert "unpack_from" not in log and "requires a buffer" not in log
+
+
+def test_refused_produce_batches_are_logged_a_few_times_per_client(tmp_path):
+    corrupt = bytearray(build_batch([(None, b"v", [], 1_000)]))
+    corrupt[-1] ^= 0xFF  # the CRC no longer matches
+    with _broker(tmp_path) as broker:
+        with WireClient(broker.bootstrap, timeout_s=DEADLINE_S) as client:
+            _create(client, "refusals")
+            codes = {_produce(client, "refusals", bytes(corrupt)) for _ in range(30)}
+        assert codes == {ErrorCode.CORRUPT_MESSAGE}  # every one answered
+        _normal_client_works(broker, "after-refusals")
+        log = broker.log_path.read_text()
+    refusals = [line for line in log.splitlines() if "produce to refusals-0" in line]
+    assert len(refusals) == BURST, "\n".join(refusals)
+    assert "CRC" in refusals[0]

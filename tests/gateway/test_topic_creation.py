@@ -13,6 +13,7 @@ from compat_tests.wire import WireClient
 from gateway.launcher import BrokerProcess
 from protocol import messages
 from protocol.errors import ErrorCode
+from tests.gateway.test_admin_wire import SET, TOPIC, _describe, _incremental
 from tests.gateway.test_internal_topics import (
     CREATE_TOPICS,
     Create,
@@ -130,3 +131,20 @@ def test_racing_creations_of_one_name_give_one_success(broker):
         assert codes == [ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS]
         assert _produce(producer, "raced", 1_999).error_code == ErrorCode.NONE
         assert _partitions(producer, "raced") == 2_000
+
+
+def test_an_answered_config_change_survives_a_sigkill(tmp_path):
+    """AlterConfigs writes topics.json off the loop, before its answer."""
+    broker = BrokerProcess(tmp_path / "data").start()
+    try:
+        with WireClient(broker.bootstrap) as client:
+            assert _create(client, "configured", 1).error_code == ErrorCode.NONE
+            out = _incremental(client, TOPIC, "configured", [("retention.ms", SET, "12345")])
+            assert out.error_code == ErrorCode.NONE
+        broker.kill()
+        broker.start()
+        with WireClient(broker.bootstrap) as client:
+            configs = _describe(client, TOPIC, "configured", ["retention.ms"]).configs
+            assert [(c.name, c.value) for c in configs] == [("retention.ms", "12345")]
+    finally:
+        broker.kill()
