@@ -55,18 +55,7 @@ from rich.console import Console
 from rich.progress import Progress, TaskID
 from rich.table import Table
 
-from bench.store import (
-    DEFAULT_QUIET_S,
-    RECORD_VALUE,
-    YIELD_EVERY_BYTES,
-    Window,
-    _index_settled,
-    append_round_robin,
-    back_memory,
-    free_page_reports,
-    make_room,
-    undisturbed,
-)
+from bench.store import RECORD_VALUE, YIELD_EVERY_BYTES, _index_settled, append_round_robin, clear
 from engine import MessageStore, StoreConfig, StoreStatus
 from protocol.record_batch import KafkaBodyFormat, build_batch, decode_records, read_header
 
@@ -176,8 +165,6 @@ class ProduceSample:
     in_pass_share: float = 0.0  # share of the window a pass that did work was running
     passes: int = 0
     problems: list[str] = field(default_factory=list)
-    disturbed: bool = False  # free memory reported during the window (bench.store's Window)
-    redos: int = 0
 
 
 @dataclass
@@ -190,7 +177,6 @@ class CleanerSample:
     account_seconds: float  # the untimed pass: retention moved the log starts, dead counted
     expired_bytes: int
     segment: int
-    disturbed: bool = False
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -254,10 +240,7 @@ class Report:
     engine_log: list[str] = field(default_factory=list)
 
     def best(self, mode: str) -> ProduceSample:
-        """The mode's best round; a round still disturbed after its re-runs (memory reported
-        to the host inside the window, see bench.store) counts only when all of them are."""
-        values = self.produce[mode]
-        return max([v for v in values if not v.disturbed] or values, key=lambda v: v.mb_per_s)
+        return max(self.produce[mode], key=lambda v: v.mb_per_s)
 
     def round_ratios(self, mode: str) -> list[float]:
         """Each round's window of ``mode`` against the same round's idle window."""
@@ -485,26 +468,22 @@ async def produce_sample(directory: Path, volume: int, segment: int, mode: str
     await _quiesce(store)
     appends = max(volume // len(body), PRODUCE_PARTITIONS)
     passes: list[tuple[float, float]] = []
-    # beside the store; the copies the cleaner makes take page cache too
-    back_memory(directory.parent, 2 * volume)
     before = Counters.of(store)
-    window = Window()
+    started = time.perf_counter()
     driver = None if mode == IDLE else \
         asyncio.get_running_loop().create_task(drive_cleaner(store, passes))
     await append_round_robin(store, PRODUCE_TOPIC, PRODUCE_PARTITIONS, body, count, appends, ts)
     store.queues.drain()
     await _index_settled(store)
-    elapsed, disturbed = window.end()
-    ended = window.started + elapsed
+    ended = time.perf_counter()
+    elapsed = ended - started
     during = Counters.of(store) - before
-    sample = ProduceSample(appends * len(body) / elapsed / 1e6, mode, during, elapsed,
-                           disturbed=disturbed)
+    sample = ProduceSample(appends * len(body) / elapsed / 1e6, mode, during, elapsed)
     if driver is not None:
         store.retention.cleaner.stopping = True  # what a close does first
         await driver
         sample.passes = len(passes)
-        busy = sum(max(0.0, min(end, ended) - max(start, window.started))
-                   for start, end in passes)
+        busy = sum(max(0.0, min(end, ended) - max(start, started)) for start, end in passes)
         sample.in_pass_share = busy / elapsed
         sample.problems = _check_backlog(store, backlog)
     await store.close()
@@ -519,7 +498,6 @@ async def cleaner_sample(directory: Path, volume: int, segment: int, rate: float
     store = await _open(directory, segment, rate)
     backlog = await build_backlog(store, volume * PREFILL_FACTOR)
     before = Counters.of(store)
-    reports = free_page_reports()
     started = time.perf_counter()
     await store.retention.compactor.run(int(time.time() * 1000))
     compact_seconds = time.perf_counter() - started
@@ -534,8 +512,7 @@ async def cleaner_sample(directory: Path, volume: int, segment: int, rate: float
             break
     seconds = time.perf_counter() - started
     sample = CleanerSample(rate, Counters.of(store) - before, seconds, compact_seconds,
-                           records, backlog.account_seconds, backlog.expired_bytes, segment,
-                           free_page_reports() != reports)
+                           records, backlog.account_seconds, backlog.expired_bytes, segment)
     sample.problems = _check_backlog(store, backlog)
     if not sample.during.relocated_bytes:
         sample.problems.append(f"the cleaner relocated nothing (limit {rate:,.0f} B/s)")
@@ -649,29 +626,24 @@ async def mixed_run(directory: Path, segment: int, minutes: int,
 
 
 def run(directory: Path, volume_mb: int, segment_mb: int, rounds: int, minutes: int,
-        console: Console, quiet_s: float = DEFAULT_QUIET_S) -> Report:
+        console: Console) -> Report:
     volume, segment = volume_mb * MIB, segment_mb * MIB
     report = Report()
     engine_log = EngineLog()
     logging.getLogger("engine").addHandler(engine_log)
-
-    def prepare() -> None:
-        make_room(directory, quiet_s)
-
     try:
         with Progress(console=console, transient=True) as progress:
             produce = progress.add_task("produce", total=len(MODES) * rounds)
             cleaner = progress.add_task("cleaner alone", total=2)
             mixed = progress.add_task(f"mixed run: {minutes} simulated minutes", total=minutes)
-            _produce_rounds(directory, volume, segment, rounds, report, progress, produce,
-                            prepare)
+            _produce_rounds(directory, volume, segment, rounds, report, progress, produce)
             for rate in (RAISED_RATE, StoreConfig.cleaner_io_max_bytes_per_second):
                 progress.update(cleaner, description=f"cleaner alone, limit {_rate(rate)}")
-                prepare()
+                clear(directory)
                 report.cleaner.append(asyncio.run(
                     cleaner_sample(directory, volume, segment, rate)))
                 progress.advance(cleaner)
-            prepare()
+            clear(directory)
             report.mixed = asyncio.run(mixed_run(directory, segment, minutes,
                                                  lambda: progress.advance(mixed)))
     finally:
@@ -682,15 +654,15 @@ def run(directory: Path, volume_mb: int, segment_mb: int, rounds: int, minutes: 
 
 
 def _produce_rounds(directory: Path, volume: int, segment: int, rounds: int, report: Report,
-                    progress: Progress, task: TaskID, prepare: Callable[[], None]) -> None:
+                    progress: Progress, task: TaskID) -> None:
     """Every mode once per round, every other round backwards (A B C, C B A, ...): noise on a
     shared machine hits all modes alike, and a drift during the run favours none."""
     for round_number in range(1, rounds + 1):
         for mode in MODES if round_number % 2 else reversed(MODES):
             progress.update(task, description=f"produce round {round_number}/{rounds}: {mode}")
-            sample = undisturbed(lambda mode=mode: asyncio.run(
-                produce_sample(directory, volume, segment, mode)), prepare)
-            report.produce[mode].append(sample)
+            clear(directory)
+            report.produce[mode].append(asyncio.run(
+                produce_sample(directory, volume, segment, mode)))
             progress.advance(task)
 
 
@@ -756,9 +728,6 @@ def print_report(report: Report, console: Console, volume_mb: int, segment_mb: i
         table.add_row(mode, f"{statistics.median(speeds):,.0f}", ratio, _range(speeds),
                       f"{best.mb_per_s:,.0f}", did)
     console.print(table)
-    redos = sum(s.redos for values in report.produce.values() for s in values)
-    if redos:
-        notes.append(f"{redos} windows run again (memory reported to the host inside them)")
     for note in notes:
         console.print(f"  {note}")
 
@@ -780,10 +749,6 @@ def print_report(report: Report, console: Console, volume_mb: int, segment_mb: i
             f"{sample.expired_bytes / MIB:,.0f} MiB expired, counted in "
             f"{sample.account_seconds:.2f} s")
     console.print(table)
-    for sample in report.cleaner:
-        if sample.disturbed:
-            console.print(f"  limit {_rate(sample.rate)}: memory was reported to the host "
-                          f"while the cleaner ran (its figure may read low)")
 
     mixed = report.mixed
     if mixed is not None:
@@ -842,7 +807,7 @@ def summary(report: Report) -> str:
 
 def main(data_dir: Path | None = None, volume_mb: int = DEFAULT_VOLUME_MB,
          segment_mb: int = DEFAULT_SEGMENT_MB, rounds: int = DEFAULT_ROUNDS,
-         minutes: int = DEFAULT_MINUTES, quiet_s: float | None = None) -> Report:
+         minutes: int = DEFAULT_MINUTES) -> Report:
     if min(volume_mb, segment_mb, rounds, minutes) < 1:
         raise ValueError("--volume-mb, --segment-mb, --rounds and --minutes must be at least 1")
     wide = Console().is_terminal or "COLUMNS" in os.environ
@@ -851,8 +816,7 @@ def main(data_dir: Path | None = None, volume_mb: int = DEFAULT_VOLUME_MB,
         data_dir.mkdir(parents=True, exist_ok=True)
     base = Path(tempfile.mkdtemp(prefix="commitgate-lifecycle-", dir=data_dir))
     try:
-        report = run(base / "store", volume_mb, segment_mb, rounds, minutes, console,
-                     DEFAULT_QUIET_S if quiet_s is None else quiet_s)
+        report = run(base / "store", volume_mb, segment_mb, rounds, minutes, console)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     print_report(report, console, volume_mb, segment_mb)
@@ -872,9 +836,5 @@ if __name__ == "__main__":
                              "median of the rounds' own)")
     parser.add_argument("--minutes", type=int, default=DEFAULT_MINUTES,
                         help="simulated minutes of the mixed run")
-    parser.add_argument("--quiet-s", type=float, default=None,
-                        help="before each step, wait until the machine has reported no free "
-                             f"memory to its host for this long (default: {DEFAULT_QUIET_S} s; "
-                             "0: do not wait)")
     args = parser.parse_args()
-    main(args.data_dir, args.volume_mb, args.segment_mb, args.rounds, args.minutes, args.quiet_s)
+    main(args.data_dir, args.volume_mb, args.segment_mb, args.rounds, args.minutes)

@@ -11,13 +11,12 @@ PENDING_BYTES of them gather or the 10-second thorough flush comes, and every st
 ends with all of them written. The window thus charges each partition one write per 3.2 KiB
 of units (its 10 batches' worth) at least, where a running store writes once per 8 KiB and
 once per thorough round: the figure errs low. At 512 MiB each of 10,000 partitions got only 3
-batches, and that final write to each of 10,000 files (36 ms) weighed 10% of the window. At
-16 batches (2,500 MiB) the windows outlasted the 1.9 s after which this VM reports the memory
-back_memory freed (see ``Window``).
+batches, and that final write to each of 10,000 files (36 ms) weighed 10% of the window; a
+larger volume makes it weigh less (4-5% at 16 batches, 2,500 MiB).
 
-Before each step the last one's files are deleted and the benchmark waits until the machine
-has stopped reporting free memory (``settle``); a timed part during which it reported some
-anyway is run again, up to MAX_REDOS times; the report counts those re-runs.
+Before each step the last one's files are deleted and ``os.sync()`` runs, so that no step pays
+for an earlier one's writeback. Every timed part runs once per round and counts: the report
+shows each step's best round and the range of all rounds.
 """
 from __future__ import annotations
 
@@ -43,20 +42,11 @@ RECORD_VALUE = 1000  # ~1 KiB records, as the Kafka benchmarks use
 BAR_WIDTH = 24
 RAW = "raw buffered write, 64 KiB chunks"
 YIELD_EVERY_BYTES = MIB  # give the loop's flush tasks a turn, as a server between requests
-MEMORY_MARGIN = 256 * MIB  # page cache beyond the volume a step may take (queues, index)
-BACKING_CHUNK = 64 * 1024
 PARTITION_COUNTS = (1, 100, 10_000)
 PARTITION_BATCH = 16 * 1024
 # 10 batches of 16 records give each of the most partitions 3.2 KiB of ConsumeQueue units, all
 # written inside the window (see the module doc).
 DEFAULT_PARTITION_VOLUME_MB = 10 * max(PARTITION_COUNTS) * PARTITION_BATCH // MIB
-MAX_REDOS = 3  # re-runs of a disturbed timed part (see Window), per step and round
-REPORTING_QUEUE = "reporting_vq"  # virtio-balloon's free page reporting, in /proc/interrupts
-# The kernel reports freed memory 2 s after the first free since its last pass (see settle).
-DEFAULT_QUIET_S = 2.2
-QUIET_LIMIT_S = 12.0  # settle gives up after this: passes then come every 2 s regardless
-QUIET_POLL_S = 0.05
-
 
 
 async def append_round_robin(store: MessageStore, topic: str, partitions: int, body: memoryview,
@@ -78,8 +68,6 @@ async def append_round_robin(store: MessageStore, topic: str, partitions: int, b
 class Sample:
     mb_per_s: float
     extra: float | None = None  # appends per fsync, or read MB/s with a copy
-    disturbed: bool = False  # see Window
-    redos: int = 0  # disturbed runs of the same step and round before this one
     drain_ms: float | None = None  # the window's final ConsumeQueue drain, with many partitions
 
 
@@ -109,66 +97,16 @@ def make_batch(batch_bytes: int) -> bytes:
     return build_batch([(None, os.urandom(RECORD_VALUE), [], now)] * count)
 
 
-def back_memory(directory: Path, volume: int) -> None:
-    """Write, then delete, a scratch file a little larger than the page cache the timed part
-    will take, in 64 KiB writes as the steps make. This VM reports free memory to its host
-    (virtio-balloon free page reporting) about 2 s after it is freed, and the first touch of a
-    reported page faults in the host too: a 512 MiB write after 3 s of idling measured
-    1,100-2,200 MB/s, the same write right after this 4,970-6,050 (six pairs). The page cache
-    takes its folios from the free lists of their own size, so anonymous memory (what this did
-    before) no longer backed them once those lists held reported pages. Called just before
-    every timed part, it makes every step start from the same kind of memory (see Window
-    for what it cannot rule out)."""
-    path = directory / "page-cache-backing"
-    chunk = bytes(BACKING_CHUNK)
-    with open(path, "wb", buffering=0) as fh:
-        fh.writelines(chunk for _ in range((volume + MEMORY_MARGIN) // BACKING_CHUNK))
-    path.unlink()
-
-
-def free_page_reports(interrupts: Path = Path("/proc/interrupts")) -> int | None:
-    """How often this machine has reported free memory to its host (the interrupts of the
-    virtio-balloon reporting queue, all CPUs), or None where it does not."""
-    try:
-        with open(interrupts) as fh:
-            rows = [line.split() for line in fh if line.rstrip().endswith(REPORTING_QUEUE)]
-    except OSError:
-        return None
-    return sum(int(f) for row in rows for f in row[1:] if f.isdigit()) if rows else None
-
-
-@dataclass
-class Window:
-    """A timed part, begun right after back_memory. The kernel reports free memory to the host
-    2 s after the first free since its last pass, and again every 2 s while unreported free
-    memory remains, taking first the pages freed last: back_memory's. A pass inside the window
-    hands the rest of the window host-discarded pages, each first touch faulting in the host:
-    such windows ran 1,030-1,290 MB/s where the others of the same steps ran 1,460-1,730 (16
-    KiB appends, 2,500 MiB windows), whatever the partition count. The pass that back_memory's
-    own freeing starts came 1.89-1.92 s after it, inside every window that lasted that long (8
-    of 8 partition windows of 2,500 MiB on a slow boot): windows must end sooner, hence the
-    partition steps' volume. Passes that earlier frees start are what settle waits out. A
-    window disturbed all the same is run again, and the report says how often."""
-    started: float = field(default_factory=time.perf_counter)
-    reports: int | None = field(default_factory=free_page_reports)
-
-    def end(self) -> tuple[float, bool]:
-        """(seconds since the start, whether free memory was reported meanwhile)."""
-        elapsed = time.perf_counter() - self.started
-        return elapsed, free_page_reports() != self.reports
-
-
 def raw_write(directory: Path, volume: int, chunk: int) -> Sample:
     """Plain buffered sequential writes of the same volume: the machine's own speed."""
     path = directory / "raw"
     data = os.urandom(chunk)
-    back_memory(directory, volume)
-    window = Window()
+    started = time.perf_counter()
     with open(path, "wb") as fh:
         fh.writelines(data for _ in range(volume // chunk))
-    elapsed, disturbed = window.end()
+    elapsed = time.perf_counter() - started
     path.unlink()
-    return Sample(volume / elapsed / 1e6, disturbed=disturbed)
+    return Sample(volume / elapsed / 1e6)
 
 
 async def _open(directory: Path, **overrides) -> MessageStore:
@@ -197,16 +135,15 @@ async def append_async(directory: Path, volume: int, batch_bytes: int, partition
     await store.consumequeue_flush_service.flush()
     await asyncio.to_thread(os.sync)
     appends = max(volume // len(body), partitions)
-    back_memory(directory.parent, volume)  # beside the store, not in it
-    window = Window()
+    started = time.perf_counter()
     await append_round_robin(store, "bench", partitions, view, count, appends)
     drain_started = time.perf_counter()
     store.queues.drain()  # so are the ConsumeQueue units still in memory (see ConsumeQueue)
     drain_ms = (time.perf_counter() - drain_started) * 1000
     await _index_settled(store)  # and the IndexBuilder's work
-    elapsed, disturbed = window.end()
+    elapsed = time.perf_counter() - started
     await store.close()
-    return Sample(appends * len(body) / elapsed / 1e6, disturbed=disturbed,
+    return Sample(appends * len(body) / elapsed / 1e6,
                   drain_ms=drain_ms if partitions > 1 else None)
 
 
@@ -232,14 +169,13 @@ async def append_sync(directory: Path, volume: int, batch_bytes: int, writers: i
             if await store.wait_durable(result.phy_end) is not StoreStatus.OK:
                 raise RuntimeError("SYNC_FLUSH wait failed")
 
-    back_memory(directory.parent, volume)
-    window = Window()
+    started = time.perf_counter()
     await asyncio.gather(*(writer() for _ in range(writers)))
-    elapsed, disturbed = window.end()
+    elapsed = time.perf_counter() - started
     service = store.flush_service
     ratio = service.requests / max(service.syncs, 1)
     await store.close()
-    return Sample(per_writer * writers * len(template) / elapsed / 1e6, ratio, disturbed)
+    return Sample(per_writer * writers * len(template) / elapsed / 1e6, ratio)
 
 
 async def read_back(directory: Path, volume: int, batch_bytes: int) -> Sample:
@@ -253,10 +189,10 @@ async def read_back(directory: Path, volume: int, batch_bytes: int) -> Sample:
     # Reads alone: ConsumeQueue units come by pread, which lets the IndexBuilder (catching up
     # with the appends above) take the GIL; that contention is the append steps' to measure.
     await _index_settled(store)
-    figures, disturbed = [], False
+    figures = []
     for copy in (False, True):
         offset, total = 0, 0
-        window = Window()
+        started = time.perf_counter()
         while True:
             result = store.read("bench", 0, offset, MIB)
             if not result.buffers:
@@ -264,11 +200,9 @@ async def read_back(directory: Path, volume: int, batch_bytes: int) -> Sample:
             total += len(b"".join(result.buffers)) if copy else sum(map(len, result.buffers))
             offset = result.next_offset
             result.buffers.clear()
-        elapsed, this_disturbed = window.end()
-        figures.append(total / elapsed / 1e6)
-        disturbed = disturbed or this_disturbed
+        figures.append(total / (time.perf_counter() - started) / 1e6)
     await store.close()
-    return Sample(figures[0], figures[1], disturbed)
+    return Sample(figures[0], figures[1])
 
 
 Step = tuple[str, Callable[[], Sample]]
@@ -305,7 +239,7 @@ Samples = dict[str, list[Sample]]
 
 
 def run(directory: Path, volume_mb: int, rounds: int, console: Console,
-        partition_volume_mb: int, quiet_s: float = DEFAULT_QUIET_S) -> Report:
+        partition_volume_mb: int) -> Report:
     """Every step once per round, in a row, and every other round backwards (A B C C B A):
     noise on a shared machine hits all steps alike, and a drift during the run favours none."""
     steps = steps_for(directory, volume_mb * MIB, partition_volume_mb * MIB)
@@ -315,61 +249,29 @@ def run(directory: Path, volume_mb: int, rounds: int, console: Console,
         for round_number in range(1, rounds + 1):
             for name, step in steps if round_number % 2 else reversed(steps):
                 progress.update(task, description=f"round {round_number}/{rounds}: {name}")
-                samples[name].append(undisturbed(step, lambda: make_room(directory, quiet_s)))
+                clear(directory)
+                samples[name].append(step())
                 progress.advance(task)
     shutil.rmtree(directory, ignore_errors=True)
     return summarize(samples)
 
 
-def undisturbed(step: Callable[[], Sample], prepare: Callable[[], None]) -> Sample:
-    """The step's sample, run again while free memory was reported inside its window (at most
-    MAX_REDOS times), each run after ``prepare``; ``redos`` counts the runs dropped."""
-    for redos in range(MAX_REDOS + 1):
-        prepare()
-        sample = step()
-        sample.redos = redos
-        if not sample.disturbed:
-            break
-    return sample
-
-
-def make_room(directory: Path, quiet_s: float) -> None:
-    """Before every run of a step: the last step's store deleted, nothing dirty left for this
-    step's window to write back, and the reports of the memory that freed done."""
+def clear(directory: Path) -> None:
+    """Before every step: the last step's store deleted and nothing dirty left for this step's
+    window to write back."""
     shutil.rmtree(directory, ignore_errors=True)
     os.sync()
-    settle(quiet_s)
-
-
-def settle(quiet_s: float, limit_s: float = QUIET_LIMIT_S,
-           reports: Callable[[], int | None] = free_page_reports) -> float:
-    """Wait until the machine has gone ``quiet_s`` without reporting free memory to its host,
-    ``limit_s`` at most (none where it does not report); returns the seconds waited. Deleting a
-    step's store frees gigabytes, whose pass came inside the next window whenever that step's
-    set-up was short: 2 of 4 one-partition windows (1,600 MiB) without this wait, 1 of 10 with
-    it."""
-    started = last_change = time.monotonic()
-    seen = reports()
-    while seen is not None and time.monotonic() - last_change < quiet_s:
-        if time.monotonic() - started >= limit_s:
-            break
-        time.sleep(QUIET_POLL_S)
-        now = reports()
-        if now != seen:
-            seen, last_change = now, time.monotonic()
-    return time.monotonic() - started
 
 
 def summarize(samples: Samples) -> Report:
     """Each step's best round and the range of its rounds. A ratio is best against best: on a
     shared machine noise only ever slows a step, so each step's best round is the nearest to
     its undisturbed speed (a round's own ratio swung from 53% to 217% in one run when the
-    other load came and went). The range of the rounds' own ratios is shown beside it. A round
-    still disturbed after its re-runs (see Window) counts only when all of the step's are."""
+    other load came and went). The range of the rounds' own ratios is shown beside it."""
     report = Report()
     for name, values in samples.items():
         speeds = [sample.mb_per_s for sample in values]
-        best = max([v for v in values if not v.disturbed] or values, key=lambda v: v.mb_per_s)
+        best = max(values, key=lambda v: v.mb_per_s)
         notes = [f"rounds {min(speeds):,.0f}-{max(speeds):,.0f}"]
         ratio = ""
         if name in RATIOS:
@@ -383,9 +285,6 @@ def summarize(samples: Samples) -> Report:
                          else f"{best.extra:,.0f} MB/s with a copy")
         if best.drain_ms is not None:
             notes.insert(0, f"final queue drain {best.drain_ms:.0f} ms")
-        redos = sum(v.redos for v in values)
-        if redos:
-            notes.append(f"{redos} run{'s' if redos > 1 else ''} again (memory reported)")
         report.add(name, best.mb_per_s, "; ".join(notes), ratio)
     return report
 
@@ -412,7 +311,7 @@ def _bar(mb_per_s: float, raw: float) -> str:
 
 
 def main(data_dir: Path | None = None, volume_mb: int = 512, rounds: int = 2,
-         partition_volume_mb: int | None = None, quiet_s: float | None = None) -> Report:
+         partition_volume_mb: int | None = None) -> Report:
     # Reports are often piped to a file: keep rows on one line there too, unless COLUMNS says.
     wide = Console().is_terminal or "COLUMNS" in os.environ
     console = Console(width=None if wide else 140)
@@ -421,8 +320,7 @@ def main(data_dir: Path | None = None, volume_mb: int = 512, rounds: int = 2,
     base = Path(tempfile.mkdtemp(prefix="commitgate-bench-", dir=data_dir))
     try:
         report = run(base / "store", volume_mb, rounds, console,
-                     partition_volume_mb or DEFAULT_PARTITION_VOLUME_MB,
-                     DEFAULT_QUIET_S if quiet_s is None else quiet_s)
+                     partition_volume_mb or DEFAULT_PARTITION_VOLUME_MB)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     print_report(report, console)
@@ -438,9 +336,5 @@ if __name__ == "__main__":
                         help="MiB per partition-count measurement (default: 10 batches for "
                              "each of 10,000 partitions; see the module doc)")
     parser.add_argument("--rounds", type=int, default=2, help="times each measurement runs")
-    parser.add_argument("--quiet-s", type=float, default=None,
-                        help="before each step, wait until the machine has reported no free "
-                             f"memory to its host for this long (default: {DEFAULT_QUIET_S} s; "
-                             "0: do not wait)")
     args = parser.parse_args()
-    main(args.data_dir, args.volume_mb, args.rounds, args.partition_volume_mb, args.quiet_s)
+    main(args.data_dir, args.volume_mb, args.rounds, args.partition_volume_mb)

@@ -117,13 +117,10 @@ def bench_store(
         help="MiB written per partition-count measurement (default: 10 batches for each of "
              "10,000 partitions)")] = None,
     rounds: Annotated[int, typer.Option(help="times each measurement runs (best is shown)")] = 2,
-    quiet_s: Annotated[float | None, typer.Option(
-        help="before each step, wait until the machine has reported no free memory to its "
-             "host for this long, in seconds (default: 2.2; 0: do not wait)")] = None,
 ) -> None:
     from bench.store import main as bench_main
 
-    bench_main(data_dir, volume_mb, rounds, partition_volume_mb, quiet_s)
+    bench_main(data_dir, volume_mb, rounds, partition_volume_mb)
 
 
 @bench_app.command("lifecycle", help="The log's lifecycle on the store alone: produce MB/s with "
@@ -141,16 +138,13 @@ def bench_lifecycle(
         help="produce rounds, each mode once per round (the ratio is the median of the "
              "rounds' own)")] = 5,
     minutes: Annotated[int, typer.Option(help="simulated minutes of the mixed run")] = 60,
-    quiet_s: Annotated[float | None, typer.Option(
-        help="before each step, wait until the machine has reported no free memory to its "
-             "host for this long, in seconds (default: 2.2; 0: do not wait)")] = None,
 ) -> None:
     if min(volume_mb, segment_mb, rounds, minutes) < 1:
         raise typer.BadParameter("--volume-mb, --segment-mb, --rounds and --minutes must be at "
                                  "least 1")
     from bench.lifecycle import main as lifecycle_main
 
-    lifecycle_main(data_dir, volume_mb, segment_mb, rounds, minutes, quiet_s)
+    lifecycle_main(data_dir, volume_mb, segment_mb, rounds, minutes)
 
 
 @bench_app.command("codec", help="Protocol codecs: Produce decode and Fetch encode, "

@@ -33,7 +33,7 @@ MIB = 1 << 20
 def test_bench_lifecycle_prints_every_figure(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "bench.lifecycle", "--data-dir", str(tmp_path), "--volume-mb", "4",
-         "--segment-mb", "1", "--rounds", "1", "--minutes", "3", "--quiet-s", "0"],
+         "--segment-mb", "1", "--rounds", "1", "--minutes", "3"],
         cwd=ROOT, capture_output=True, text=True, timeout=280, check=False,
         env={**os.environ, "COLUMNS": "400"})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -63,9 +63,9 @@ def test_the_cli_command_passes_its_options_on(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(lifecycle, "main", lambda *args: calls.append(args))
     runner = CliRunner()
     result = runner.invoke(app, ["bench", "lifecycle", "--volume-mb", "8", "--segment-mb", "2",
-                                 "--rounds", "1", "--minutes", "5", "--quiet-s", "0"])
+                                 "--rounds", "1", "--minutes", "5"])
     assert result.exit_code == 0, result.output
-    assert calls == [(None, 8, 2, 1, 5, 0.0)]
+    assert calls == [(None, 8, 2, 1, 5)]
     result = runner.invoke(app, ["bench", "lifecycle", "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
     for option in ("--volume-mb", "--segment-mb", "--rounds", "--minutes", "--data-dir"):
@@ -74,9 +74,8 @@ def test_the_cli_command_passes_its_options_on(monkeypatch: pytest.MonkeyPatch) 
     assert result.exit_code != 0 and not calls[1:]
 
 
-def _sample(mode: str, speed: float, *, disturbed: bool = False, relocated: int = 0
-            ) -> ProduceSample:
-    return ProduceSample(speed, mode, Counters(relocated_bytes=relocated), disturbed=disturbed)
+def _sample(mode: str, speed: float, *, relocated: int = 0) -> ProduceSample:
+    return ProduceSample(speed, mode, Counters(relocated_bytes=relocated))
 
 
 def test_the_ratio_is_the_median_of_the_rounds_own_ratios() -> None:
@@ -87,12 +86,12 @@ def test_the_ratio_is_the_median_of_the_rounds_own_ratios() -> None:
                                   _sample(RELOCATING, 560, relocated=3 * MIB),  # 70%
                                   _sample(RELOCATING, 900, relocated=2 * MIB)]  # 90%
     report.produce[COMPACTING] = [_sample(COMPACTING, 500), _sample(COMPACTING, 600),
-                                  _sample(COMPACTING, 400, disturbed=True)]  # 50%, 75%, 40%
+                                  _sample(COMPACTING, 400)]  # 50%, 75%, 40%
     assert report.round_ratios(RELOCATING) == pytest.approx([1.1, 0.7, 0.9])
     assert report.ratio(RELOCATING) == pytest.approx(0.9)
     assert report.median_round(RELOCATING).during.relocated_bytes == 2 * MIB
     assert report.ratio(COMPACTING) == pytest.approx(0.5)
-    assert report.best(COMPACTING).mb_per_s == 600  # a disturbed round counts last
+    assert report.best(COMPACTING).mb_per_s == 600
     line = summary(report)
     assert "relocating 90.0% of idle" in line and "compacting 50.0% of idle" in line
     assert "(target 80%: missed)" in line  # the worse of the two decides
