@@ -9,17 +9,22 @@ zstd, holding 16 KiB, 64 KiB and 1 MiB of records, prints in one run:
   beside the full validation (``validate_record_set``: every record walked in C, compressed
   batches decompressed in bounded pieces);
 - the produce handler's path, validation then ``MessageStore.append`` into a store in a
-  temporary directory (ASYNC_FLUSH, ConsumeQueue units drained inside the window), with each
-  validation in alternating rounds; the ratio is full / header-and-CRC, the median of the
-  rounds' own ratios;
+  temporary directory (ASYNC_FLUSH), with each validation in alternating rounds, the full one
+  also without handing the keys to the IndexBuilder; two windows from the first append: until
+  the ConsumeQueue units are drained ("appended"), and until the IndexBuilder has indexed it
+  all ("indexed": the builder lags behind fast appends, and a round must not leave its work to
+  the next); the ratios are over header-and-CRC, the median of the rounds' own ratios;
 - through brokers (``--broker``): a confluent-kafka producer (librdkafka, acks=1, 1 KiB
   values) sending to a CommitGate broker subprocess with the full validation and to one whose
   produce handler has the header-and-CRC check instead, in alternating rounds, for librdkafka
   batch.size 64 KiB and 1 MB (of records, before compression).
 
-Both paths pay the store's own work, including the IndexBuilder thread, which decompresses
-every compressed batch again for its keys and competes for the GIL; on a loaded machine the
-store figures swing widely from round to round, hence the median of per-round ratios.
+Both paths pay the store's own work, including the IndexBuilder thread, which competes for the
+GIL. With the full validation a compressed batch's keys come from it (as produce hands them
+over); after the header-and-CRC check, or without the handoff, the IndexBuilder decompresses
+the batch for them. Every record has a key here, and the builder's work for each key bounds
+the "indexed" figures. On a loaded machine the store figures swing widely from round to
+round, hence the median of per-round ratios.
 
 Figures, not a test: nothing here asserts a speed.
 """
@@ -64,20 +69,30 @@ YIELD_EVERY_BYTES = MIB  # give the loop's flush tasks a turn, as a server betwe
 WORDS = [f"{word}{n}" for word in ("user", "order", "event", "item", "price", "status", "click",
                                    "session", "page", "region") for n in range(60)]
 
-Validator = Callable[[memoryview], None]
+Validator = Callable[[memoryview, int], list[bytes] | None]  # (batch, key budget) -> keys
 
 
-def headers_only(view: memoryview) -> None:
+def headers_only(view: memoryview, _key_budget: int = 0) -> None:
     """What produce checked before: header fields and CRC-32C."""
     record_batch._check_batch(view, 0, len(view), MAX_MESSAGE_BYTES)
 
 
-def full(view: memoryview) -> None:
-    if validate_record_set(view, MAX_MESSAGE_BYTES, RULES).status is not RecordSetStatus.OK:
+def full(view: memoryview, key_budget: int = 0) -> list[bytes] | None:
+    """validate_record_set as produce calls it: a compressed batch's keys come back for the
+    IndexBuilder when the store has room for them."""
+    check = validate_record_set(view, MAX_MESSAGE_BYTES, RULES, key_budget)
+    if check.status is not RecordSetStatus.OK:
         raise RuntimeError("the benchmark's batch does not validate")
+    return check.keys
+
+
+def full_without_handoff(view: memoryview, _key_budget: int = 0) -> None:
+    """The full validation, its keys not handed over: the IndexBuilder decompresses."""
+    full(view)
 
 
 VALIDATORS: dict[str, Validator] = {"header+CRC": headers_only, "full": full}
+PATHS: dict[str, Validator] = {**VALIDATORS, "full, no handoff": full_without_handoff}
 
 
 def make_batch(codec: str, records_bytes: int, rng: random.Random) -> bytearray:
@@ -94,21 +109,24 @@ def make_batch(codec: str, records_bytes: int, rng: random.Random) -> bytearray:
 def validator_mb_per_s(validate: Validator, view: memoryview) -> float:
     runs, started = 0, time.perf_counter()
     while (elapsed := time.perf_counter() - started) < VALIDATOR_SECONDS:
-        validate(view)
+        validate(view, 0)
         runs += 1
     return runs * len(view) / elapsed / 1e6
 
 
+WINDOWS = ("appended", "indexed")
+
+
 async def produce_mb_per_s(store: MessageStore, validate: Validator, view: memoryview,
-                           volume: int) -> float:
-    """Validate then append ``view`` until ``volume`` wire bytes went in; MB/s."""
+                           volume: int) -> dict[str, float]:
+    """Validate then append ``view`` until ``volume`` wire bytes went in; MB/s by window."""
     count = read_header(view).record_count
     appends, since_yield = max(1, volume // len(view)), 0
     started = time.perf_counter()
     for _ in range(appends):
         BASE_OFFSET.pack_into(view, 0, 0)  # as a producer sends it; the append assigned one
-        validate(view)
-        result = store.append("bench", 0, view, offset_count=count, max_timestamp=0)
+        keys = validate(view, store.key_room)
+        result = store.append("bench", 0, view, offset_count=count, max_timestamp=0, keys=keys)
         if result.status is not StoreStatus.OK:
             raise RuntimeError(f"append failed: {result}")
         since_yield += len(view)
@@ -116,7 +134,12 @@ async def produce_mb_per_s(store: MessageStore, validate: Validator, view: memor
             since_yield = 0
             await asyncio.sleep(0)
     store.queues.drain()
-    return appends * len(view) / (time.perf_counter() - started) / 1e6
+    appended = time.perf_counter()
+    while store.index.indexed < store.dispatcher.dispatched_offset:
+        await store.index.catch_up(store.dispatcher.dispatched_offset)
+    indexed = time.perf_counter()
+    return {window: appends * len(view) / (end - started) / 1e6
+            for window, end in zip(WINDOWS, (appended, indexed))}
 
 
 @dataclass
@@ -125,8 +148,8 @@ class Row:
     records_bytes: int
     wire_bytes: int
     validator: dict[str, float]
-    produce: dict[str, float]  # median MB/s
-    ratio: float  # median of the rounds' full / header+CRC
+    produce: dict[tuple[str, str], float]  # (path, window): median MB/s
+    ratios: dict[tuple[str, str], float]  # full paths: median of the rounds' full / header+CRC
 
 
 async def measure(codec: str, records_bytes: int, volume: int, rounds: int,
@@ -139,16 +162,19 @@ async def measure(codec: str, records_bytes: int, volume: int, rounds: int,
     try:
         store.create_topic("bench", 1)
         await produce_mb_per_s(store, headers_only, view, 4 * MIB)  # warm the files up
-        samples: dict[str, list[float]] = {name: [] for name in VALIDATORS}
+        samples: dict[tuple[str, str], list[float]] = {}
         for _ in range(rounds):
-            for name, fn in VALIDATORS.items():
-                samples[name].append(await produce_mb_per_s(store, fn, view, volume))
+            for name, fn in PATHS.items():
+                figures = await produce_mb_per_s(store, fn, view, volume)
+                for window, figure in figures.items():
+                    samples.setdefault((name, window), []).append(figure)
     finally:
         await store.close()
-    ratios = [f / h for f, h in zip(samples["full"], samples["header+CRC"])]
+    ratios = {(name, window): statistics.median(
+        f / h for f, h in zip(samples[name, window], samples["header+CRC", window]))
+        for name in PATHS if name != "header+CRC" for window in WINDOWS}
     return Row(codec, records_bytes, len(view), validator,
-               {name: statistics.median(values) for name, values in samples.items()},
-               statistics.median(ratios))
+               {name: statistics.median(values) for name, values in samples.items()}, ratios)
 
 
 def _size(n: int) -> str:
@@ -159,14 +185,17 @@ def report(rows: list[Row], volume: int, rounds: int) -> None:
     table = Table(title=f"Produce validation, MB/s of produced bytes ({rounds} rounds of "
                         f"{volume // MIB} MiB per path; 1 KiB records)")
     for column in ("codec", "records / wire", "validator header+CRC", "validator full",
-                   "produce header+CRC", "produce full", "kept"):
+                   *(f"produce {name} (appended / indexed)" for name in PATHS),
+                   "kept", "kept, no handoff"):
         table.add_column(column, justify="right")
     for row in rows:
         table.add_row(row.codec, f"{_size(row.records_bytes)} / {row.wire_bytes // KIB} KiB",
                       f"{row.validator['header+CRC']:,.0f}", f"{row.validator['full']:,.0f}",
-                      f"{row.produce['header+CRC']:,.0f}", f"{row.produce['full']:,.0f}",
-                      f"{row.ratio:.0%}")
-    Console().print(table)
+                      *(" / ".join(f"{row.produce[name, w]:,.0f}" for w in WINDOWS)
+                        for name in PATHS),
+                      *(" / ".join(f"{row.ratios[name, w]:.0%}" for w in WINDOWS)
+                        for name in ("full", "full, no handoff")))
+    Console(width=160).print(table)  # nine columns
 
 
 # ---- through brokers ---------------------------------------------------------------------
@@ -174,8 +203,8 @@ def report(rows: list[Row], volume: int, rounds: int) -> None:
 PRODUCER_BATCH_SIZES = (64 * KIB, 1_000_000)
 
 
-def headers_only_check(buf, max_batch_bytes: int, _rules: RecordRules | None = None
-                       ) -> RecordSetCheck:
+def headers_only_check(buf, max_batch_bytes: int, _rules: RecordRules | None = None,
+                       _key_budget: int = 0) -> RecordSetCheck:
     """validate_record_set as produce had it before: one batch, header and CRC only."""
     view = memoryview(buf)
     try:

@@ -29,7 +29,9 @@ class BodyFormat(Protocol):
         """The checksum computed over the body's covered bytes (recovery compares the two)."""
 
     def keys(self, body: memoryview) -> list[bytes]:
-        """The non-null record keys in the body, decompressing where needed (never hot path)."""
+        """The non-null record keys in the body, in order, decompressing where needed (never hot
+        path). A caller that has read them already hands the same list to
+        ``MessageStore.append(keys=...)`` and the IndexBuilder does not call this for it."""
 
     def offset_for_timestamp(self, body: memoryview, timestamp: int, min_offset: int = 0
                              ) -> tuple[int, int] | None:

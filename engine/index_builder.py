@@ -2,9 +2,12 @@
 
 Keys live inside records, possibly compressed, so indexing stays off the append path: the
 worker reads entries behind the dispatcher, asks the BodyFormat for their keys and puts
-``topic#key`` into the IndexService. It may lag; ``index_flushed`` in the checkpoint says how far
-the IndexFiles are on disk, and after a restart it resumes from there (a key indexed twice is
-harmless: lookups drop duplicate hits). A failed fdatasync of an IndexFile does not stop the
+``topic#key`` into the IndexService. An append that already read its entry's keys (the gateway
+validates every compressed batch by decompressing it) hands them over (``KeyHandoff``), so that
+the worker does not decompress the entry a second time; the CommitLog cleaner's copies and
+recovery's replays hand nothing over. It may lag; ``index_flushed`` in the checkpoint says how
+far the IndexFiles are on disk, and after a restart it resumes from there (a key indexed twice
+is harmless: lookups drop duplicate hits). A failed fdatasync of an IndexFile does not stop the
 store (lookups check every hit against the CommitLog): ``index_flushed`` stays where it was,
 so the next start re-indexes from there, and nothing is synced again in this run (a later sync
 that succeeds could claim pages the kernel dropped).
@@ -16,6 +19,7 @@ import logging
 import threading
 import time
 from array import array
+from collections import deque
 from pathlib import Path
 
 from engine.body_format import BodyFormat
@@ -48,6 +52,66 @@ STOP_LIMIT, STOP_BLANK, STOP_INVALID = 0, 1, 2
 # store benchmark, and an idle broker would wake 1,000 times a second).
 FOLLOW_POLL_US = 5000
 WAKE, PUBLISHED = 0, 1  # the control cells: "return now", and how far a keyless walk got
+# Keys handed over by appends wait for the worker, which may lag far behind (a full disk stalls
+# it): at most this many entries and bytes of keys (about 16 MiB of 1 KiB compressed records'
+# short keys is ~300 entries of 1 MiB batches), then appends hand nothing over and the worker
+# decompresses their entries itself.
+HANDOFF_MAX_ENTRIES = 4096
+HANDOFF_MAX_BYTES = 16 * 1024 * 1024
+KEY_OVERHEAD = 48  # bytes a handed-over key takes beyond its own: its bytes object, a list slot
+
+
+class KeyHandoff:
+    """Keys appends already read, by CommitLog position, until the worker indexes the entry.
+
+    Positions come in ascending order (appends go to the CommitLog end, and an undone append
+    drops its position before the CommitLog end moves back), so the worker drops what it walked
+    past without taking (entries it skipped) from the front. The appending loop and the worker
+    thread share it under a lock, taken once an entry."""
+
+    def __init__(self, max_entries: int = HANDOFF_MAX_ENTRIES,
+                 max_bytes: int = HANDOFF_MAX_BYTES) -> None:
+        self._max_entries, self._max_bytes = max_entries, max_bytes
+        self._lock = threading.Lock()
+        self._waiting: deque[tuple[int, list[bytes], int]] = deque()  # position, keys, cost
+        self._bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+    @property
+    def room(self) -> int:
+        """Bytes of keys the next entry may hand over (0: full; the worker only frees room)."""
+        if len(self._waiting) >= self._max_entries:
+            return 0
+        return max(0, self._max_bytes - self._bytes)
+
+    def put(self, position: int, keys: list[bytes]) -> None:
+        """The keys of the entry at ``position``, before it is dispatched (the worker never
+        walks past the dispatched end); dropped when they do not fit."""
+        cost = sum(map(len, keys)) + KEY_OVERHEAD * len(keys)
+        with self._lock:
+            if len(self._waiting) < self._max_entries and self._bytes + cost <= self._max_bytes:
+                self._waiting.append((position, keys, cost))
+                self._bytes += cost
+
+    def take(self, position: int) -> list[bytes] | None:
+        """The keys handed over for ``position``, or None; drops those of positions below."""
+        waiting = self._waiting
+        with self._lock:
+            while waiting and waiting[0][0] <= position:
+                at, keys, cost = waiting.popleft()
+                self._bytes -= cost
+                if at == position:
+                    return keys
+        return None
+
+    def drop_from(self, position: int) -> None:
+        """An undone append: the CommitLog reuses ``position`` for the next entry."""
+        waiting = self._waiting
+        with self._lock:
+            while waiting and waiting[-1][0] >= position:
+                self._bytes -= waiting.pop()[2]
 
 
 class IndexBuilder:
@@ -71,6 +135,7 @@ class IndexBuilder:
         self._flushed_position = 0
         scanner = getattr(body_format, "scanner", None)
         self._scanner = scanner if _follow is not None else None
+        self.handoff = KeyHandoff()
 
     def start(self, supervisor: Supervisor) -> None:
         """Run the worker thread under ``supervisor`` (restarted if it raises)."""
@@ -83,6 +148,17 @@ class IndexBuilder:
         self._control[WAKE], self._control[PUBLISHED] = 0, self.position
         self._thread = supervisor.thread("index-builder", self._run, self._stop)
         self._health = supervisor.tasks["index-builder"]
+
+    @property
+    def key_room(self) -> int:
+        """Bytes of keys an append may hand over (``hand_over``); 0 when not running."""
+        return self.handoff.room if self._thread is not None else 0
+
+    def hand_over(self, position: int, keys: list[bytes]) -> None:
+        """Keys of the entry appended at ``position``, exactly as ``BodyFormat.keys`` gives
+        them; called before it is dispatched."""
+        if self._thread is not None:
+            self.handoff.put(position, keys)
 
     def stop(self) -> None:
         if self._thread is None:
@@ -232,6 +308,10 @@ class IndexBuilder:
 
     def _index_entry(self, topic: str, partition: int, store_timestamp: int, body: memoryview
                      ) -> None:
+        keys = self.handoff.take(self.position)
+        if keys is not None:
+            self._put(topic, keys, store_timestamp)
+            return
         try:
             keys = self._body_format.keys(body)
         except Exception as exc:  # noqa: BLE001 - a batch we cannot read must not stop the index

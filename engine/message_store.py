@@ -456,9 +456,18 @@ class MessageStore:
 
     # ---- data -----------------------------------------------------------------------------------
 
+    @property
+    def key_room(self) -> int:
+        """Bytes of record keys ``append(keys=...)`` may hand to the IndexBuilder now (0: the
+        index is off, or full of keys it has not reached yet)."""
+        return 0 if self.index is None else self.index.key_room
+
     def append(self, topic: str, partition: int, body: memoryview, *, offset_count: int,
-               max_timestamp: int, sys_flag: int = 0, born_host: int = 0) -> AppendResult:
-        """Store one batch (a writable buffer; the base offset is written into it in place)."""
+               max_timestamp: int, sys_flag: int = 0, born_host: int = 0,
+               keys: list[bytes] | None = None) -> AppendResult:
+        """Store one batch (a writable buffer; the base offset is written into it in place).
+        ``keys``: exactly ``BodyFormat.keys`` of the body, when the caller has read them (the
+        IndexBuilder then need not)."""
         record = self.table.topics.get(topic)  # one lookup: this runs for every produced batch
         if record is None or not 0 <= partition < record.partitions:
             return AppendResult(StoreStatus.UNKNOWN_TOPIC_OR_PARTITION)
@@ -489,6 +498,8 @@ class MessageStore:
             log.exception("append to %s-%d at offset %d failed", topic, partition, base)
             return _internal_error(topic, partition, base)
         try:
+            if keys is not None:  # before the dispatch: the IndexBuilder walks up to its end
+                self.index.hand_over(req.phy_offset, keys)
             self.dispatcher.dispatch(req, queue)
         except BaseException as exc:  # whatever it is, the entry must not outlive the failure
             self._undo_append(queue, req)
@@ -522,6 +533,7 @@ class MessageStore:
         """A failed append leaves no trace: neither the units a partial dispatch wrote nor the
         CommitLog entry may come back at the next start (the client was told it failed). An
         undo that fails takes the store offline: the entry would otherwise be replayed."""
+        self.index.handoff.drop_from(req.phy_offset)  # the next entry goes where it was
         self.dispatcher.dispatched_offset = min(self.dispatcher.dispatched_offset,
                                                 req.phy_offset)
         try:

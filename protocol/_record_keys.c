@@ -9,7 +9,8 @@
  * appending thread as much as the append itself. The walk notes where the keys are (spans) and
  * the bytes objects are made after taking the GIL back. A batch read long after it was written
  * misses the CPU cache on every record header; without the GIL that wait no longer holds up the
- * appending thread.
+ * appending thread. Validating a compressed batch can also copy its keys (a bounded amount) for
+ * the IndexBuilder, which then need not decompress the batch a second time.
  *
  * Validation (Kafka's DefaultRecord.readFrom, DefaultRecordBatch's iterator and LogValidator):
  * every length fits its record, varints are at most 5 bytes and 32-bit (varlongs 10 bytes),
@@ -63,6 +64,11 @@ typedef struct {
 } RecordError;
 
 typedef struct {
+    uint8_t *bytes; /* PyMem_Raw* */
+    Py_ssize_t length, capacity;
+} KeyBytes;
+
+typedef struct {
     /* set by the caller */
     int64_t count;          /* records the batch header claims */
     int64_t base_timestamp;
@@ -71,6 +77,8 @@ typedef struct {
     int strict;             /* produce: offset deltas 0, 1, 2... (not so in compacted batches)
                                and header keys UTF-8 */
     int collect_spans;      /* note key spans (contiguous regions only) */
+    Py_ssize_t key_budget;  /* copy the keys (fed in pieces): at most this many bytes of them and
+                               their spans, else none; 0: do not copy */
     /* where the walk is */
     Phase phase;
     uint64_t varint;        /* a varint being read, possibly across feeds */
@@ -84,7 +92,9 @@ typedef struct {
     int64_t timestamp;      /* the current record's */
     int64_t max_timestamp;
     /* what it found */
-    KeySpans keys;
+    KeySpans keys;          /* spans into the caller's buffer, or into copied when copying */
+    KeyBytes copied;        /* the copied keys' bytes, one after the other */
+    int keys_not_copied;    /* not asked, or stopped at the budget: none kept */
     int64_t error_count;    /* record errors, including those not kept */
     int64_t timestamp_errors;
     Py_ssize_t kept;
@@ -106,7 +116,9 @@ static void walk_free(Walk *w)
 {
     PyMem_RawFree(w->keys.spans);
     PyMem_RawFree(w->errors);
-    w->keys.spans = NULL;
+    PyMem_RawFree(w->copied.bytes);
+    w->keys = (KeySpans){0};
+    w->copied = (KeyBytes){0};
     w->errors = NULL;
 }
 
@@ -134,6 +146,33 @@ static int add_span(KeySpans *keys, Py_ssize_t at, Py_ssize_t length)
     }
     keys->spans[keys->count++] = (KeySpan){at, length};
     return 0;
+}
+
+/* A key of ``length`` bytes starts (fed in pieces): make room to copy it as the walk passes it,
+ * or, past the budget, stop copying and drop the keys copied so far. */
+static int start_key_copy(Walk *w, int64_t length)
+{
+    KeyBytes *copied = &w->copied;
+    Py_ssize_t need = copied->length + (Py_ssize_t)length;
+    if (need + (w->keys.count + 1) * (Py_ssize_t)sizeof(KeySpan) > w->key_budget) {
+        PyMem_RawFree(w->keys.spans);
+        PyMem_RawFree(copied->bytes);
+        w->keys = (KeySpans){0};
+        *copied = (KeyBytes){0};
+        w->key_budget = 0;
+        w->keys_not_copied = 1;
+        return 0;
+    }
+    if (copied->bytes == NULL || need > copied->capacity) {
+        Py_ssize_t capacity = copied->capacity ? copied->capacity * 2 : 4096;
+        capacity = capacity < need ? need : capacity;
+        uint8_t *grown = PyMem_RawRealloc(copied->bytes, (size_t)capacity);
+        if (grown == NULL)
+            return -1;
+        copied->bytes = grown;
+        copied->capacity = capacity;
+    }
+    return add_span(&w->keys, copied->length, (Py_ssize_t)length);
 }
 
 static int add_record_error(Walk *w, int64_t kind, int64_t timestamp)
@@ -288,6 +327,9 @@ static int take_value(Walk *w, int64_t value, Py_ssize_t at)
         }
         if (value >= 0 && w->collect_spans && add_span(&w->keys, at, (Py_ssize_t)value) < 0)
             return fail(w, "out of memory");
+        /* a length that does not fit fails in start_field */
+        if (value >= 0 && value <= w->left && w->key_budget && start_key_copy(w, value) < 0)
+            return fail(w, "out of memory");
         return start_field(w, value, "key", P_KEY);
     case P_VALUE_LENGTH:
         return start_field(w, value, "value", P_VALUE);
@@ -325,6 +367,10 @@ static int walk_feed(Walk *w, const uint8_t *buf, Py_ssize_t len, Py_ssize_t ori
             Py_ssize_t n = w->skip < limit - pos ? (Py_ssize_t)w->skip : limit - pos;
             if (phase == P_HEADER_KEY && w->strict && utf8_feed(w, buf + pos, n) < 0)
                 break;
+            if (phase == P_KEY && w->key_budget) {
+                memcpy(w->copied.bytes + w->copied.length, buf + pos, (size_t)n);
+                w->copied.length += n;
+            }
             pos += n;
             w->skip -= n;
             w->left -= n;
@@ -390,6 +436,21 @@ static int walk_region(Walk *w, const uint8_t *buf, Py_ssize_t len, Py_ssize_t o
 
 /* ---- keys --------------------------------------------------------------------------------- */
 
+/* The keys the spans mark in buf, as a list of bytes. */
+static PyObject *key_list(const uint8_t *buf, const KeySpans *spans)
+{
+    PyObject *keys = PyList_New(spans->count);
+    for (Py_ssize_t i = 0; keys != NULL && i < spans->count; i++) {
+        PyObject *key = PyBytes_FromStringAndSize((const char *)buf + spans->spans[i].at,
+                                                  spans->spans[i].length);
+        if (key == NULL)
+            Py_CLEAR(keys);
+        else
+            PyList_SET_ITEM(keys, i, key);
+    }
+    return keys;
+}
+
 /* The non-null keys of ``count`` records in buf[start:end] (stored batches: offset deltas of a
  * compacted batch have gaps, so they are not checked). */
 static PyObject *keys_of(const uint8_t *buf, Py_ssize_t start, Py_ssize_t end, Py_ssize_t count)
@@ -402,18 +463,7 @@ static PyObject *keys_of(const uint8_t *buf, Py_ssize_t start, Py_ssize_t end, P
         PyErr_SetString(PyExc_ValueError, w.failure);
         goto done;
     }
-    keys = PyList_New(w.keys.count);
-    if (keys == NULL)
-        goto done;
-    for (Py_ssize_t i = 0; i < w.keys.count; i++) {
-        PyObject *key = PyBytes_FromStringAndSize((const char *)buf + w.keys.spans[i].at,
-                                                  w.keys.spans[i].length);
-        if (key == NULL) {
-            Py_CLEAR(keys);
-            goto done;
-        }
-        PyList_SET_ITEM(keys, i, key);
-    }
+    keys = key_list(buf, &w.keys);
 done:
     walk_free(&w);
     return keys;
@@ -507,11 +557,13 @@ typedef struct {
 
 static int RecordWalk_init(RecordWalk *self, PyObject *args, PyObject *kwargs)
 {
-    static char *names[] = {"count", "base_timestamp", "need_keys", "low", "high", NULL};
+    static char *names[] = {"count", "base_timestamp", "need_keys", "low", "high", "key_budget",
+                            NULL};
     long long count, base_timestamp, low = INT64_MIN, high = INT64_MAX;
     int need_keys = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "LL|pLL", names, &count, &base_timestamp,
-                                     &need_keys, &low, &high))
+    Py_ssize_t key_budget = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "LL|pLLn", names, &count, &base_timestamp,
+                                     &need_keys, &low, &high, &key_budget))
         return -1;
     walk_free(&self->walk);
     walk_init(&self->walk, count);
@@ -520,6 +572,8 @@ static int RecordWalk_init(RecordWalk *self, PyObject *args, PyObject *kwargs)
     self->walk.strict = 1;
     self->walk.low = low;
     self->walk.high = high;
+    self->walk.key_budget = key_budget > 0 ? key_budget : 0;
+    self->walk.keys_not_copied = key_budget <= 0;
     return 0;
 }
 
@@ -567,6 +621,13 @@ static PyObject *RecordWalk_record_errors(RecordWalk *self, void *closure)
     return list;
 }
 
+static PyObject *RecordWalk_keys(RecordWalk *self, void *closure)
+{
+    if (self->walk.keys_not_copied || self->walk.phase != P_DONE)
+        Py_RETURN_NONE;
+    return key_list(self->walk.copied.bytes, &self->walk.keys);
+}
+
 static PyObject *RecordWalk_int(RecordWalk *self, void *closure)
 {
     return PyLong_FromLongLong(*(int64_t *)((char *)&self->walk + (size_t)closure));
@@ -588,6 +649,9 @@ static PyGetSetDef RecordWalk_getset[] = {
     {"record_errors", (getter)RecordWalk_record_errors, NULL,
      "(record index, kind, timestamp) of the first record errors; kind 1: no key, 2: timestamp "
      "out of range", NULL},
+    {"keys", (getter)RecordWalk_keys, NULL,
+     "the non-null keys in order, copied when key_budget was given and they fit in it (with "
+     "16 bytes a key); else None, or before the walk is done", NULL},
     INT_FIELD(records, "records read in full"),
     INT_FIELD(max_timestamp, "the newest record timestamp (-1 before any)"),
     INT_FIELD(error_count, "record errors found, including those not kept"),
@@ -600,8 +664,8 @@ static PyTypeObject RecordWalkType = {
     .tp_name = "protocol._record_keys.RecordWalk",
     .tp_basicsize = sizeof(RecordWalk),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "RecordWalk(count, base_timestamp, need_keys=False, low=-2**63, high=2**63-1): "
-              "validates a v2 records region fed in chunks of any size",
+    .tp_doc = "RecordWalk(count, base_timestamp, need_keys=False, low=-2**63, high=2**63-1, "
+              "key_budget=0): validates a v2 records region fed in chunks of any size",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)RecordWalk_init,
     .tp_dealloc = (destructor)RecordWalk_dealloc,

@@ -21,7 +21,8 @@ Layout of one batch (big-endian; offsets are from the start of the batch):
 Validation on produce reads the header with one ``struct.unpack_from`` per batch, then walks
 every record in C (``_record_keys.c``), decompressing compressed batches in bounded pieces
 (``decompress.py``), so that a stored batch is one every client can read. The same C walker
-gives the IndexFile its keys; other record-level work (timestamp lookups, compaction, tests)
+gives the IndexFile its keys, and for a compressed batch it can copy them on produce (a bounded
+amount) so that the IndexBuilder need not decompress the batch again; other record-level work (timestamp lookups, compaction, tests)
 goes through aiokafka's compiled reader.
 """
 from __future__ import annotations
@@ -188,6 +189,7 @@ class RecordSetCheck:
     newest: list[int] = field(default_factory=list)  # the batch's newest record timestamp
     record_errors: list[RecordError] = field(default_factory=list)  # the first ones
     record_error_count: int = 0  # all of them
+    keys: list[bytes] | None = None  # a compressed batch's non-null keys, when asked for
 
 
 class _Refused(Exception):
@@ -198,11 +200,15 @@ class _Refused(Exception):
 
 
 def validate_record_set(buf: memoryview | bytes, max_batch_bytes: int,
-                        rules: RecordRules = ANY_RECORD) -> RecordSetCheck:
+                        rules: RecordRules = ANY_RECORD, key_budget: int = 0) -> RecordSetCheck:
     """Check a produced record set as Kafka's LogValidator does: every batch's header and CRC,
     exactly one batch (as Kafka requires of magic 2, and before any record is read, so that a
     request of many batches costs no decompression), then each of its records, decompressing
-    in bounded pieces (see ``_record_keys.c``)."""
+    in bounded pieces (see ``_record_keys.c``).
+
+    With ``key_budget`` a compressed batch's keys come back too (``keys``) when they take at
+    most that many bytes (with 16 bytes a key), for the IndexBuilder: the batch is then
+    decompressed once. An uncompressed batch's keys are cheap to read where it is stored."""
     headers: list[BatchHeader] = []
     position, end = 0, len(buf)
     if end == 0:
@@ -216,10 +222,10 @@ def validate_record_set(buf: memoryview | bytes, max_batch_bytes: int,
         if len(headers) > 1:
             raise _Refused(RecordSetStatus.INVALID_RECORD, f"the record set holds "
                            f"{len(headers)} batches; produce takes one per partition")
-        newest = _check_records(view, headers[0], max_batch_bytes, rules)
+        newest, keys = _check_records(view, headers[0], max_batch_bytes, rules, key_budget)
     except _Refused as refused:  # position: the batch at fault
         return _refusal(refused, position, headers)
-    return RecordSetCheck(RecordSetStatus.OK, headers, newest=[newest])
+    return RecordSetCheck(RecordSetStatus.OK, headers, newest=[newest], keys=keys)
 
 
 def _refusal(refused: _Refused, position: int, headers: list[BatchHeader]) -> RecordSetCheck:
@@ -267,13 +273,16 @@ def _check_batch(buf: memoryview, position: int, end: int, max_batch_bytes: int)
 
 
 def _check_records(buf: memoryview, header: BatchHeader, max_batch_bytes: int,
-                   rules: RecordRules) -> int:
-    """Walk the batch's records; the newest record timestamp, or raise _Refused."""
+                   rules: RecordRules, key_budget: int) -> tuple[int, list[bytes] | None]:
+    """Walk the batch's records; the newest record timestamp and, for a compressed batch
+    within ``key_budget``, the keys; or raise _Refused."""
     if RecordWalk is None:  # built without the C helpers
-        return _check_records_with_reader(buf[header.position:header.position + header.size])
+        batch = buf[header.position:header.position + header.size]
+        return _check_records_with_reader(batch), None
     low, high = rules.timestamps
-    walk = RecordWalk(header.record_count, header.base_timestamp, rules.need_keys, low, high)
     records = buf[header.position + HEADER_SIZE:header.position + header.size]
+    walk = RecordWalk(header.record_count, header.base_timestamp, rules.need_keys, low, high,
+                      key_budget if header.codec else 0)
     if header.codec == 0:
         walk.feed(records)
     else:
@@ -284,7 +293,7 @@ def _check_records(buf: memoryview, header: BatchHeader, max_batch_bytes: int,
         status = (RecordSetStatus.INVALID_TIMESTAMP if walk.timestamp_errors
                   else RecordSetStatus.INVALID_RECORD)
         raise _Refused(status, "", walk)
-    return walk.max_timestamp
+    return walk.max_timestamp, walk.keys
 
 
 def _walk_compressed(walk: RecordWalk, codec: int, payload: memoryview, limit: int) -> None:

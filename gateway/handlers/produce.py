@@ -118,7 +118,9 @@ def _append(ctx: RequestContext, topic, index: int, records) -> tuple[object, in
     if records is None:
         return _fail(out, ErrorCode.INVALID_RECORD, "the record set is null"), -1
     rules = _rules(broker, topic)
-    check = validate_record_set(records, broker.max_message_bytes(topic), rules)
+    # a compressed batch's keys, read by the validation, spare the IndexBuilder a decompression
+    check = validate_record_set(records, broker.max_message_bytes(topic), rules,
+                                broker.store.key_room)
     if check.status is not RecordSetStatus.OK:
         out = _refuse_records(out, check, rules, f"{name}-{index}")
         broker.network.produce_refused += 1  # a client looping on a bad batch: rate-limited
@@ -145,7 +147,8 @@ def _append(ctx: RequestContext, topic, index: int, records) -> tuple[object, in
         out.log_start_offset = broker.store.log_start_offset(name, index)
         return out, original.phy_end
     result = broker.store.append(name, index, records, offset_count=batch.offset_count,
-                                 max_timestamp=batch.max_timestamp, sys_flag=batch.attributes)
+                                 max_timestamp=batch.max_timestamp, sys_flag=batch.attributes,
+                                 keys=check.keys)
     if result.status is not StoreStatus.OK:
         # the store logs disk errors itself, a full disk once per spell
         level = logging.DEBUG if result.status is StoreStatus.DISK_ERROR else logging.WARNING

@@ -17,6 +17,7 @@ from protocol.record_batch import (
     CODECS,
     HEADER_SIZE,
     MAX_DECOMPRESSION_RATIO,
+    KafkaBodyFormat,
     RecordProblem,
     RecordRules,
     RecordSetStatus,
@@ -269,3 +270,51 @@ def test_whatever_passes_is_readable_by_a_record_reader(specs, data):
     check = validate_record_set(bytes(resealed), LIMIT)
     if check.status is RecordSetStatus.OK:
         assert len(decode_records(bytes(resealed))) == len(specs)
+
+
+# ---- keys for the IndexBuilder -----------------------------------------------------------
+
+def _index_keys(batch: bytes) -> list[bytes]:
+    """What the IndexBuilder reads itself (decompressing the batch)."""
+    return KafkaBodyFormat().keys(memoryview(batch))
+
+
+@pytest.mark.parametrize("compression", COMPRESSED)
+def test_a_compressed_batch_gives_the_index_keys_within_the_budget(compression):
+    """Null keys left out, empty and repeated ones kept, in order; a key longer than a
+    decompressed piece (a zstd block is 128 KiB) is copied whole."""
+    keys = [b"a", None, b"", b"a", b"long" * 50_000, None, b"z"]
+    batch = build_batch([(key, b"v" * 100, [], 1_000) for key in keys], compression=compression)
+    check = validate_record_set(batch, LIMIT, ANY, key_budget=LIMIT)
+    assert check.status is RecordSetStatus.OK
+    assert check.keys == _index_keys(batch) == [key for key in keys if key is not None]
+
+
+def test_keys_come_back_only_for_compressed_batches_within_the_budget():
+    keys = [b"key-%d" % i for i in range(100)]
+    spans = 16 * len(keys)  # the walk counts 16 bytes a key beside the key's own
+    needed = sum(map(len, keys)) + spans
+    plain = build_batch([(key, b"v", [], 1_000) for key in keys])
+    zstd = build_batch([(key, b"v", [], 1_000) for key in keys], compression="zstd")
+    assert validate_record_set(plain, LIMIT, ANY, key_budget=LIMIT).keys is None
+    assert validate_record_set(zstd, LIMIT, ANY).keys is None  # not asked for
+    assert validate_record_set(zstd, LIMIT, ANY, key_budget=needed).keys == keys
+    over = validate_record_set(zstd, LIMIT, ANY, key_budget=needed - 1)
+    assert over.status is RecordSetStatus.OK and over.keys is None
+
+
+def test_a_refused_batch_gives_no_keys():
+    batch = batch_of([record(0), record(5)], "lz4")  # offset delta 5 for record 1
+    check = validate_record_set(bytes(batch), LIMIT, ANY, key_budget=LIMIT)
+    assert check.status is RecordSetStatus.INVALID_RECORD and check.keys is None
+
+
+@settings(max_examples=80, deadline=None)
+@given(record_specs, st.integers(1, 97))
+def test_copied_keys_are_the_index_keys_for_any_piece_size(specs, piece):
+    batch = build_batch(specs, compression="gzip")
+    region = build_batch(specs)[HEADER_SIZE:]
+    walk = RecordWalk(len(specs), struct.unpack_from(">q", batch, 27)[0], key_budget=LIMIT)
+    assert all(walk.feed(region[i:i + piece]) for i in range(0, len(region), piece))
+    assert walk.finish()
+    assert walk.keys == _index_keys(batch)
