@@ -46,7 +46,8 @@ def check_schema(schema: StructType, options: WriteOptions, overwrite: bool) -> 
             wanted = " or ".join(t.typeName() for t in types)
             raise OptionError(f"{name} attribute type must be a {wanted}, got "
                               f"{fields[name].simpleString()}")
-    if "headers" in fields and fields["headers"] != HEADERS_TYPE:
+    # any nullability is accepted, as by Spark's sink (simpleString leaves it out)
+    if "headers" in fields and fields["headers"].simpleString() != HEADERS_TYPE.simpleString():
         raise OptionError(f"headers attribute type must be {HEADERS_TYPE.simpleString()}, got "
                           f"{fields['headers'].simpleString()}")
 
