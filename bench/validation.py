@@ -218,14 +218,13 @@ def serve(header_only: bool, overrides: list[str]) -> None:
     """A broker process (``python -m bench.validation serve``), its produce handler's
     validation swapped for the old one when ``header_only``."""
     from gateway import settings
-    from gateway.cli import _run, _setup_logging
     from gateway.handlers import produce
-    from gateway.server import run_until_signal
+    from gateway.server import configure_logging, run_loop, run_until_signal
 
-    _setup_logging("warning")
+    configure_logging("warning")
     if header_only:
         produce.validate_record_set = headers_only_check
-    _run(run_until_signal(settings.load(None, overrides)))
+    run_loop(run_until_signal(settings.load(None, overrides)))
 
 
 class BenchBroker(BrokerProcess):

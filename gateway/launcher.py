@@ -1,6 +1,6 @@
 """Start a CommitGate broker as a subprocess on a free port (tests, compat matrix, benchmarks).
 
-The broker is the real thing: ``python -m gateway serve`` with its own data directory,
+The broker is the real thing: ``python -m cli serve`` (the ``commitgate serve`` command) with its own data directory,
 reachable at ``bootstrap``; stopping it sends SIGTERM (clean) or SIGKILL (crash).
 """
 from __future__ import annotations
@@ -44,7 +44,7 @@ class BrokerProcess:
         settings = {"log.dirs": str(self.data_dir), "listeners": f"127.0.0.1:{self.port}",
                     "advertised.listeners": f"127.0.0.1:{self.port}",
                     **self.default_overrides, **self.overrides}
-        args = [sys.executable, "-m", "gateway", "serve"]
+        args = [sys.executable, "-m", "cli", "serve"]
         for key, value in settings.items():
             args += ["--override", f"{key}={value}"]
         return args

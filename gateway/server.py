@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 
 from engine import MessageStore
 from gateway.broker import Broker
@@ -50,6 +51,28 @@ async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
 
 
 async def run_until_signal(config: BrokerConfig) -> None:
-    from gateway.cli import stop_event_on_signals
-
     await serve(config, stop_event_on_signals())
+
+
+def stop_event_on_signals() -> asyncio.Event:
+    """An event set by SIGINT or SIGTERM (call on the running loop)."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+def run_loop(coro) -> None:
+    """Run the broker's event loop: uvloop where installed, asyncio's own otherwise."""
+    try:
+        import uvloop
+
+        uvloop.run(coro)
+    except ImportError:
+        asyncio.run(coro)
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")

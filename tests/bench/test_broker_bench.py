@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def results(tmp_path_factory: pytest.TempPathFactory) -> dict:
     out = tmp_path_factory.mktemp("bench-brokers")
     proc = subprocess.run(
-        [sys.executable, "-m", "gateway", "bench", "brokers", "--profile", "tiny", "--no-peers",
+        [sys.executable, "-m", "cli", "bench", "brokers", "--profile", "tiny", "--no-peers",
          "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=280, check=False,
         env={**os.environ, "COLUMNS": "240"})

@@ -23,7 +23,7 @@ from bench.lifecycle import (
     Report,
     summary,
 )
-from gateway.cli import app
+from cli.app import app
 
 ROOT = Path(__file__).resolve().parents[2]
 MIB = 1 << 20

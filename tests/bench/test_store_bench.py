@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bench.store import RAW, Sample, partitions_name, summarize
-from gateway.cli import app
+from cli.app import app
 
 ROOT = Path(__file__).resolve().parents[2]
 MEASUREMENTS = [

@@ -19,7 +19,7 @@ from engine.flush_commit_log_service import FlushCommitLogService
 from engine.flush_consume_queue_service import FlushConsumeQueueService
 from engine.group_commit_service import GroupCommitService
 from engine.index_builder import IndexBuilder
-from gateway.cli import app
+from cli.app import app
 from gateway.groups.offsets import OffsetManager
 from gateway.producer_snapshot_service import ProducerSnapshotService
 

@@ -28,7 +28,7 @@ DEADLINE_S = 30.0
 class FaultyBroker(BrokerProcess):
     def command(self) -> list[str]:
         args = super().command()
-        at = args.index("gateway")
+        at = args.index("cli")
         return [sys.executable, "-m", "tests.gateway.faulty_broker", *args[at + 1:]]
 
 

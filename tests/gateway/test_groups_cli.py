@@ -8,7 +8,7 @@ from kafka.structs import OffsetAndMetadata
 from typer.testing import CliRunner
 
 from compat_tests.wire import WireClient
-from gateway.cli import app
+from cli.app import app
 from protocol import messages
 
 

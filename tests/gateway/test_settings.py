@@ -39,7 +39,7 @@ def test_connection_settings_parse():
 
 def test_serve_refuses_an_ssl_listener_and_does_not_listen(tmp_path):
     port = free_port()
-    run = subprocess.run([sys.executable, "-m", "gateway", "serve", "--override",
+    run = subprocess.run([sys.executable, "-m", "cli", "serve", "--override",
                           f"log.dirs={tmp_path / 'data'}", "--override",
                           f"listeners=SSL://127.0.0.1:{port}"],
                          capture_output=True, text=True, timeout=120, check=False)

@@ -1,111 +1,12 @@
-"""The ``commitgate`` command line."""
+"""``commitgate bench ...``: the benchmarks of bench/ (figures, not tests)."""
 from __future__ import annotations
 
-import asyncio
-import logging
-import signal
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from gateway import settings
-from gateway.groups_cli import groups_app
-
-app = typer.Typer(help="CommitGate: a Kafka-compatible broker over a RocketMQ-style store.",
-                  no_args_is_help=True, add_completion=False)
 bench_app = typer.Typer(help="Benchmarks (figures, not tests).", no_args_is_help=True)
-app.add_typer(bench_app, name="bench")
-app.add_typer(groups_app, name="groups")
-
-
-def _setup_logging(level: str) -> None:
-    logging.basicConfig(level=level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-
-
-@app.command(help="Start CommitGate on the store in log.dirs (default ./data).\n\n"
-                  "Settings (as --override KEY=VALUE or lines of --config FILE):\n\n"
-                  + settings.describe().replace("\n", "\n\n"))
-def serve(
-    config: Annotated[Path | None, typer.Option(help="a Kafka-style .properties file")] = None,
-    override: Annotated[list[str], typer.Option(help="KEY=VALUE, may repeat")] = [],  # noqa: B006
-    log_level: Annotated[str, typer.Option(help="debug, info, warning, error")] = "info",
-) -> None:
-    _setup_logging(log_level)
-    try:
-        broker_config = settings.load(config, override)
-    except (ValueError, OSError) as exc:
-        raise typer.BadParameter(str(exc)) from None
-    from engine import StoreLocked, VolumeTooSmall
-    from gateway.server import run_until_signal
-
-    try:
-        _run(run_until_signal(broker_config))
-    except (OSError, StoreLocked, VolumeTooSmall) as exc:  # port taken, data directory in
-        # use, unwritable or on too small a filesystem
-        logging.getLogger("commitgate").error("CommitGate cannot start: %s", exc)
-        raise typer.Exit(1) from None
-
-
-@app.command(help="Append, read back, restart and verify a store in a temporary directory.")
-def selfcheck(log_level: str = "warning") -> None:
-    _setup_logging(log_level)
-    from gateway.selfcheck import run_selfcheck
-
-    _run(run_selfcheck())
-
-
-@app.command(help="The compatibility matrix: every scenario with every client (kafka-python, "
-                  "aiokafka, confluent-kafka, the Java client 3.9 and 4.3, kafkajs, kcat), against a fresh CommitGate on a free port or the "
-                  "broker at --bootstrap. Writes compat.json, compat.md and compat.html.")
-def compat(
-    bootstrap: Annotated[str | None, typer.Option(help="HOST:PORT of a running broker")] = None,
-    out: Annotated[Path, typer.Option(help="where the reports go")] = Path("compat-results"),
-    clients: Annotated[list[str] | None, typer.Option(help="client names, may repeat")] = None,
-    scenarios: Annotated[list[str] | None, typer.Option(help="scenario names, may repeat")] = None,
-) -> None:
-    from compat_tests.cli import run as run_compat
-
-    try:
-        run_compat(bootstrap, out, clients or None, scenarios or None)
-    except ValueError as exc:  # an unknown client or scenario name
-        raise typer.BadParameter(str(exc)) from None
-
-
-@app.command(help="Fuzz a broker with requests built from Kafka's message schemas (every API it "
-                  "advertises, versions inside and outside the range, damaged bytes and frames); "
-                  "checks after every batch that it still answers ApiVersions and Metadata. "
-                  "Exits 1 on findings.")
-def fuzz(
-    bootstrap: Annotated[str, typer.Option(help="HOST:PORT of the broker")] = "localhost:9092",
-    cases: Annotated[int, typer.Option(help="cases to send")] = 20_000,
-    seed: Annotated[int, typer.Option(help="the same seed sends the same bytes")] = 0,
-    first: Annotated[int, typer.Option(help="number of the first case (replay a finding)")] = 0,
-    apis: Annotated[list[str] | None, typer.Option(help="API names or keys, may repeat")] = None,
-    connections: Annotated[int, typer.Option(help="connections used at once")] = 8,
-    dump: Annotated[Path | None, typer.Option(help="write the bytes of cases with findings "
-                                                   "or timeouts here")] = None,
-    broker_log: Annotated[Path | None, typer.Option(help="the broker's log, scanned for new "
-                                                         "tracebacks")] = None,
-) -> None:
-    from compat_tests.fuzz import BrokerDown, FuzzOptions, api_keys
-    from compat_tests.fuzz import main as fuzz_main
-
-    if min(cases, connections) < 1:
-        raise typer.BadParameter("--cases and --connections must be at least 1")
-    try:
-        options = FuzzOptions(bootstrap=bootstrap, cases=cases, seed=seed, first=first,
-                              apis=api_keys(apis), connections=connections, dump=dump,
-                              broker_log=broker_log)
-        report = fuzz_main(options)
-    except ValueError as exc:  # an unknown API name, or none of them advertised
-        raise typer.BadParameter(str(exc)) from None
-    except BrokerDown as exc:  # before the first case: nothing to fuzz
-        typer.echo(f"no broker to fuzz: {exc}", err=True)
-        raise typer.Exit(2) from None
-    if report.findings:
-        raise typer.Exit(1)
 
 
 @bench_app.command("store", help="Measure the store alone: raw disk, appends, reads, partitions.")
@@ -216,21 +117,3 @@ def bench_validation(
     validation_main(volume_mb, rounds)
     if broker:
         validation_brokers(broker_volume_mb, rounds)
-
-
-def _run(coro) -> None:
-    try:
-        import uvloop
-
-        uvloop.run(coro)
-    except ImportError:
-        asyncio.run(coro)
-
-
-def stop_event_on_signals() -> asyncio.Event:
-    """An event set by SIGINT or SIGTERM (call on the running loop)."""
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    return stop

@@ -1,0 +1,54 @@
+"""The ``commitgate`` command: the broker (serve, selfcheck) and the sub-apps of the other
+modules of this package."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cli.bench import bench_app
+from cli.compat import COMPAT_HELP, FUZZ_HELP, compat, fuzz
+from cli.groups import groups_app
+from gateway import settings
+from gateway.server import configure_logging, run_loop
+
+app = typer.Typer(help="CommitGate: a Kafka-compatible broker over a RocketMQ-style store.",
+                  no_args_is_help=True, add_completion=False)
+app.add_typer(bench_app, name="bench")
+app.add_typer(groups_app, name="groups")
+@app.command(help="Start CommitGate on the store in log.dirs (default ./data).\n\n"
+                  "Settings (as --override KEY=VALUE or lines of --config FILE):\n\n"
+                  + settings.describe().replace("\n", "\n\n"))
+def serve(
+    config: Annotated[Path | None, typer.Option(help="a Kafka-style .properties file")] = None,
+    override: Annotated[list[str], typer.Option(help="KEY=VALUE, may repeat")] = [],  # noqa: B006
+    log_level: Annotated[str, typer.Option(help="debug, info, warning, error")] = "info",
+) -> None:
+    configure_logging(log_level)
+    try:
+        broker_config = settings.load(config, override)
+    except (ValueError, OSError) as exc:
+        raise typer.BadParameter(str(exc)) from None
+    from engine import StoreLocked, VolumeTooSmall
+    from gateway.server import run_until_signal
+
+    try:
+        run_loop(run_until_signal(broker_config))
+    except (OSError, StoreLocked, VolumeTooSmall) as exc:  # port taken, data directory in
+        # use, unwritable or on too small a filesystem
+        logging.getLogger("commitgate").error("CommitGate cannot start: %s", exc)
+        raise typer.Exit(1) from None
+
+
+@app.command(help="Append, read back, restart and verify a store in a temporary directory.")
+def selfcheck(log_level: str = "warning") -> None:
+    configure_logging(log_level)
+    from gateway.selfcheck import run_selfcheck
+
+    run_loop(run_selfcheck())
+
+
+app.command(help=COMPAT_HELP)(compat)
+app.command(help=FUZZ_HELP)(fuzz)

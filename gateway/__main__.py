@@ -1,4 +1,0 @@
-"""``python -m gateway`` is the ``commitgate`` command."""
-from gateway.cli import app
-
-app()
