@@ -24,7 +24,11 @@ _READ_KEYS = {*_STRATEGIES, "startingoffsets", "endingoffsets", "minpartitions",
               "maxoffsetspertrigger", "startingtimestamp", "endingtimestamp",
               "startingoffsetsbytimestamp", "endingoffsetsbytimestamp",
               "startingoffsetsbytimestampstrategy"}
-_WRITE_KEYS = {"topic"}
+_WRITE_KEYS = {"topic", "deliveryguarantee", "markertopic"}
+# kafka.* settings of kafka-python's own (no Java or librdkafka name): they reach the driver's
+# kafka-python client only, not the executors' librdkafka readers (see ReadOptions.reader)
+_KAFKA_PYTHON_ONLY = {"bootstrap.timeout.ms"}
+EXACTLY_ONCE, AT_LEAST_ONCE = "exactly-once", "at-least-once"
 # options Spark itself sets or passes through to every source and sink
 _SPARK_KEYS = {"path", "checkpointlocation"}
 
@@ -60,7 +64,9 @@ class ReadOptions:
     include_headers: bool = False
     fail_on_data_loss: bool = True
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
-    client: dict[str, object] = field(default_factory=dict)
+    client: dict[str, object] = field(default_factory=dict)  # kafka-python: driver planning
+    # the same kafka.* settings by their dotted names, for the executors' librdkafka readers
+    reader: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,8 @@ class WriteOptions:
     bootstrap: str
     topic: str | None
     client: dict[str, object] = field(default_factory=dict)
+    exactly_once: bool = False  # streaming writes only (pipeline/exactly_once.py)
+    marker_topic: str | None = None  # default: one per query, named by its id
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -90,6 +98,12 @@ def client_config(options: dict[str, str]) -> tuple[str, dict[str, object]]:
                               f"manages '{name}' itself")
         client[name.replace(".", "_")] = _client_value(value)
     return bootstrap, client
+
+
+def _reader_config(options: dict[str, str]) -> dict[str, str]:
+    # librdkafka takes the Java client's dotted names and string values as Spark passes them
+    return {key[len("kafka."):]: value for key, value in options.items()
+            if key.startswith("kafka.") and key[len("kafka."):] not in _KAFKA_PYTHON_ONLY}
 
 
 def _client_value(value: str) -> object:
@@ -206,7 +220,7 @@ def parse_read(raw: Mapping[str, str]) -> ReadOptions:
                        max_offsets_per_trigger=_positive_int(options, "maxOffsetsPerTrigger"),
                        include_headers=_bool(options, "includeHeaders", False),
                        fail_on_data_loss=_bool(options, "failOnDataLoss", True),
-                       poll_timeout_ms=poll, client=client,
+                       poll_timeout_ms=poll, client=client, reader=_reader_config(options),
                        starting_time=_time_bound(options, "startingTimestamp",
                                                  "startingOffsetsByTimestamp"),
                        ending_time=_time_bound(options, "endingTimestamp",
@@ -249,8 +263,17 @@ def stream_start(options: ReadOptions) -> OffsetSpec:
     return options.starting or "latest"
 
 
-def parse_write(raw: Mapping[str, str]) -> WriteOptions:
+def parse_write(raw: Mapping[str, str], streaming: bool = False) -> WriteOptions:
     options = _lower(raw)
     _check_unknown(options, _WRITE_KEYS)
     bootstrap, client = client_config(options)
-    return WriteOptions(bootstrap=bootstrap, topic=options.get("topic") or None, client=client)
+    guarantee = options.get("deliveryguarantee", EXACTLY_ONCE if streaming else AT_LEAST_ONCE)
+    if guarantee not in (EXACTLY_ONCE, AT_LEAST_ONCE):
+        raise OptionError(f"option 'deliveryGuarantee' must be '{EXACTLY_ONCE}' or "
+                          f"'{AT_LEAST_ONCE}', got {guarantee!r}")
+    if guarantee == EXACTLY_ONCE and not streaming:
+        raise OptionError(f"option 'deliveryGuarantee' = '{EXACTLY_ONCE}' is for streaming "
+                          f"writes only: a batch write is at least once, as Spark's Kafka sink")
+    return WriteOptions(bootstrap=bootstrap, topic=options.get("topic") or None, client=client,
+                        exactly_once=guarantee == EXACTLY_ONCE,
+                        marker_topic=options.get("markertopic") or None)

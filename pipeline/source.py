@@ -27,6 +27,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 from pyspark.sql.types import StructType
 
+from pipeline.exactly_once import TaskIdentity
 from pipeline.kafka_read import (
     OffsetRange,
     offsets_from_json,
@@ -38,7 +39,13 @@ from pipeline.kafka_read import (
     stream_initial,
     stream_ranges,
 )
-from pipeline.kafka_write import TaskResult, check_schema, write_batches
+from pipeline.kafka_write import (
+    TaskResult,
+    check_broker,
+    check_schema,
+    write_batches,
+    write_exactly_once,
+)
 from pipeline.options import ReadOptions, WriteOptions, parse_read, parse_write
 
 log = logging.getLogger(__name__)
@@ -64,13 +71,15 @@ class CommitGateDataSource(DataSource):
         return CommitGateStreamReader(parse_read(self.options), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> CommitGateStreamWriter:
-        options = parse_write(self.options)
+        options = parse_write(self.options, streaming=True)
         check_schema(schema, options, overwrite=False)  # complete mode appends too, as Spark's
+        check_broker(options)
         return CommitGateStreamWriter(options)
 
     def writer(self, schema: StructType, overwrite: bool) -> CommitGateWriter:
         options = parse_write(self.options)
         check_schema(schema, options, overwrite)
+        check_broker(options)
         return CommitGateWriter(options)
 
 
@@ -143,6 +152,9 @@ class _ProducerTasks:
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> CommitMessage:
+        if self.options.exactly_once:
+            task = TaskIdentity.current()
+            return CommitMessage(write_exactly_once(self.options, iterator, task))
         return CommitMessage(write_batches(self.options, iterator))
 
 
@@ -161,17 +173,20 @@ class CommitGateWriter(_ProducerTasks, DataSourceArrowWriter):
 
 
 class CommitGateStreamWriter(_ProducerTasks, DataSourceStreamArrowWriter):
-    """Each micro-batch written like a batch write: at least once (see docs/pipeline.md)."""
+    """Micro-batches exactly once by default (attempt markers, pipeline/exactly_once.py), or at
+    least once as Spark's Kafka sink (deliveryGuarantee=at-least-once)."""
 
     def commit(self, messages: list[CommitMessage | None], batchId: int) -> None:
-        total = sum(m.result.records for m in messages if m is not None)
-        log.info("commitgate sink: micro-batch %d wrote %d records", batchId, total)
+        results = [m.result for m in messages if m is not None]
+        log.info("commitgate sink: micro-batch %d wrote %d records (%d written before)", batchId,
+                 sum(r.records for r in results), sum(r.skipped for r in results))
 
     def abort(self, messages: list[CommitMessage | None], batchId: int) -> None:
         written = sum(m.result.records for m in messages if m is not None)
+        again = ("are not written again when the batch is retried" if self.options.exactly_once
+                 else "are written again when the batch is retried")
         log.warning("commitgate sink: micro-batch %d aborted; %d records of finished tasks "
-                    "remain written and are written again when the batch is retried",
-                    batchId, written)
+                    "remain written and %s", batchId, written, again)
 
 
 def register(spark: SparkSession) -> None:

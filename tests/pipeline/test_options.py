@@ -81,3 +81,16 @@ def test_rate_limit_spreads_over_partitions():
     assert rate_limit(state, {a: 290, b: 100}, 40) == {a: 300, b: 100, c: 10}  # c: new, empty
     assert offsets_from_json(offsets_to_json({a: 3, c: 4})) == {a: 3, c: 4}
     assert offsets_to_json({a: 3, c: 4}) == {"t": {"0": 3, "2": 4}}
+
+
+def test_delivery_guarantee():
+    assert parse_write({**BASE, "topic": "out"}, streaming=True).exactly_once
+    assert not parse_write({**BASE, "topic": "out"}).exactly_once  # batch: Spark's sink
+    relaxed = parse_write({**BASE, "deliveryGuarantee": "at-least-once", "markerTopic": "m"},
+                          streaming=True)
+    assert (relaxed.exactly_once, relaxed.marker_topic) == (False, "m")
+    with pytest.raises(OptionError, match="'deliveryGuarantee' = 'exactly-once' is for "
+                                          "streaming writes only"):
+        parse_write({**BASE, "deliveryGuarantee": "exactly-once"})
+    with pytest.raises(OptionError, match="'deliveryGuarantee' must be"):
+        parse_write({**BASE, "deliveryGuarantee": "twice"}, streaming=True)
