@@ -13,13 +13,13 @@ import errno
 import os
 from pathlib import Path
 
+from cli.app import app
 from engine.allocate_mapped_file_service import AllocateMappedFileService
 from engine.commit_log import CommitLog
 from engine.flush_commit_log_service import FlushCommitLogService
 from engine.flush_consume_queue_service import FlushConsumeQueueService
 from engine.group_commit_service import GroupCommitService
 from engine.index_builder import IndexBuilder
-from cli.app import app
 from gateway.groups.offsets import OffsetManager
 from gateway.producer_snapshot_service import ProducerSnapshotService
 
