@@ -16,7 +16,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from rich.console import Console
@@ -24,7 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from bench import charts, flame, topics
-from bench.profiles import FETCH_1, PRODUCE_ACKS1, PROFILES, Profile
+from bench.profiles import FETCH_1, FETCH_COMMITTED, PRODUCE_ACKS1, PRODUCE_TXN, PROFILES, Profile
 from bench.targets import PEERS, Target, by_address, start_commitgate
 from bench.workloads import (
     FETCH,
@@ -36,6 +36,7 @@ from bench.workloads import (
     latency,
     produce,
     read_back,
+    transactions_missing,
     warm_partitions,
 )
 
@@ -46,6 +47,8 @@ HALF = 0.5  # the latency workload's offered load, a share of the slowest broker
 IDLE_CORES = 0.1
 IDLE_WINDOW_S = 0.5
 SETTLE_LIMIT_S = 30.0
+NO_TRANSACTIONS = "n/a: no transactions"
+FLAMED = (PRODUCE_ACKS1, FETCH_1, PRODUCE_TXN, FETCH_COMMITTED)  # --profile-broker's workloads
 
 
 def start_targets(root: Path, against: list[str], peers: bool, console: Console) -> list[Target]:
@@ -75,12 +78,15 @@ class Harness:
         self.profile = profile
         self.console = console
         self.backlogs: dict[tuple[str, str], Measurement] = {}  # (target, topic): backlog written
+        self.no_transactions: dict[str, str] = {}  # target: why it has none ('' if it has)
 
     def eligible(self, workload: Workload) -> list[Target]:
         return [t for t in self.targets if workload.sync_flush or not t.sync_flush]
 
     def measure(self, target: Target, workload: Workload, index: int) -> Measurement:
         """One measurement, with its untimed set-up and clean-up around it."""
+        if workload.transactional and self._lacks_transactions(target):
+            return Measurement({}, 0, 0, None, 0.0, 0.0, skipped=NO_TRANSACTIONS)
         if workload.kind == FETCH:
             topic = self._backlog(target, workload)
             backlog = self.backlogs[target.name, topic]
@@ -126,13 +132,34 @@ class Harness:
             last = now
         return time.monotonic() - start
 
+    def _lacks_transactions(self, target: Target) -> bool:
+        """Probed once per broker (untimed): do its transactions fail, or leak aborted
+        records to a read_committed reader?"""
+        if target.name not in self.no_transactions:
+            topic = "bench-transactions-probe"
+            topics.create(target.bootstrap, topic, 1)
+            try:
+                reason = transactions_missing(target, topic)
+            finally:
+                topics.delete(target.bootstrap, topic)
+            self.no_transactions[target.name] = reason
+            if reason:
+                self.console.print(f"[yellow]{target.name}: {NO_TRANSACTIONS} ({reason})[/]")
+        return bool(self.no_transactions[target.name])
+
     def _backlog(self, target: Target, workload: Workload) -> str:
-        """The topic a fetch workload reads, written once (untimed) before its first round."""
+        """The topic a fetch workload reads, written once (untimed) before its first round;
+        fetch workloads of one size, consumer count and transaction shape share it."""
         topic = f"bench-backlog-{workload.size}-{workload.consumers}"
+        if workload.txn_records:
+            topic += f"-txn{workload.txn_records}-abort{workload.abort_every}"
         if (target.name, topic) not in self.backlogs:
             topics.create(target.bootstrap, topic, workload.consumers)
             writer = Workload("backlog", PRODUCE, workload.count, size=workload.size,
-                              partitions=workload.consumers)
+                              partitions=workload.consumers,
+                              acks="all" if workload.transactional else "1",
+                              idempotent=workload.transactional,
+                              txn_records=workload.txn_records, abort_every=workload.abort_every)
             self.backlogs[target.name, topic] = produce(target, writer, topic)
         return topic
 
@@ -141,9 +168,16 @@ class Harness:
         maxima = [t.median(PRODUCE_ACKS1, "records/s") for t in self.targets if not t.sync_flush]
         return HALF * min((m for m in maxima if m), default=1_000.0)
 
+    def plan(self) -> Iterator[tuple[Workload, int, Target]]:
+        """Round after round, each broker in turn; a workload held against another (``versus``,
+        listed right after it) runs beside it on the broker, so both see the same drift."""
+        for group in _groups(self.profile.workloads):
+            for index in range(self.profile.rounds):
+                for target in self.targets:
+                    yield from ((w, index, target) for w in group if target in self.eligible(w))
+
     def run(self) -> None:
-        plan = [(w, i, t) for w in self.profile.workloads for i in range(self.profile.rounds)
-                for t in self.eligible(w)]
+        plan = list(self.plan())
         columns = (TextColumn("{task.description:<52}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn())
         with Progress(*columns, console=self.console, transient=True) as progress:
@@ -156,6 +190,9 @@ class Harness:
                 progress.advance(task)
 
     def _log(self, target: Target, workload: Workload, index: int, m: Measurement) -> None:
+        if m.skipped:
+            self.console.print(f"  {workload.name} | {target.name} round {index + 1}: {m.skipped}")
+            return
         if m.error:
             self.console.print(f"[red]{workload.name} | {target.name} round {index + 1}: "
                                f"{m.error}[/]")
@@ -168,6 +205,17 @@ class Harness:
             cpu += f"; waited {m.settle_s:.0f} s for the brokers to idle"
         self.console.print(f"  {workload.name} | {target.name} round {index + 1}: {shown} "
                            f"(CPU cores busy: generators {m.generator_cpu_s / m.seconds:.2f}{cpu})")
+
+
+def _groups(workloads: list[Workload]) -> list[list[Workload]]:
+    """Workloads in plan order, each with those held against it (listed right after it)."""
+    groups: list[list[Workload]] = []
+    for workload in workloads:
+        if workload.versus and groups and groups[-1][0].name == workload.versus:
+            groups[-1].append(workload)
+        else:
+            groups.append([workload])
+    return groups
 
 
 def _cpu_total(targets: list[Target]) -> float | None:
@@ -192,21 +240,43 @@ def report(targets: list[Target], profile: Profile, console: Console) -> list[di
             medians = {t.name: t.median(workload.name, figure) for t in targets}
             rows.append({"workload": workload.name, "figure": figure, "medians": medians})
             table.add_row(workload.name, figure, *(
-                _cell(value, mine, target is ours)
+                _cell(value, mine, target is ours, _skipped(target, workload))
                 for target, value in zip(targets, medians.values(), strict=True)))
     console.print(table)
     return rows
 
 
-def _cell(value: float | None, mine: float | None, is_ours: bool) -> str:
+def ratios(targets: list[Target], profile: Profile, console: Console) -> list[dict]:
+    """Each ``versus`` workload's MB/s as a share of its twin's, per broker, against its goal."""
+    rows = []
+    for workload in (w for w in profile.workloads if w.versus):
+        for target in targets:
+            mine, twin = (target.median(w, "MB/s") for w in (workload.name, workload.versus))
+            if not mine or not twin:
+                continue
+            share = mine / twin
+            rows.append({"workload": workload.name, "versus": workload.versus,
+                         "target": target.name, "share": share, "goal": workload.goal})
+            verdict = "[green]met[/]" if share >= workload.goal else "[red]missed[/]"
+            console.print(f"{target.name}: {workload.name} / {workload.versus} = {share:.0%} of "
+                          f"MB/s (target {workload.goal:.0%}: {verdict})")
+    return rows
+
+
+def _skipped(target: Target, workload: Workload) -> str:
+    return next((m["skipped"] for m in target.results.get(workload.name, []) if m["skipped"]),
+                "")
+
+
+def _cell(value: float | None, mine: float | None, is_ours: bool, skipped: str = "") -> str:
     if value is None:
-        return "-"
+        return skipped or "-"
     ratio = "" if is_ours or not mine else f" ({value / mine:.2f}x)"
     return f"{value:,.1f}{ratio}"
 
 
 def write_json(out: Path, profile_name: str, targets: list[Target], rows: list[dict],
-               started: float) -> Path:
+               shares: list[dict], started: float) -> Path:
     path = out / "results.json"
     path.write_text(json.dumps({
         "profile": profile_name, "started": started, "seconds": time.time() - started,
@@ -214,7 +284,7 @@ def write_json(out: Path, profile_name: str, targets: list[Target], rows: list[d
                     "processor": platform.processor()},
         "targets": [{"name": t.name, "bootstrap": t.bootstrap, "measurements": t.results}
                     for t in targets],
-        "medians": rows}, indent=1))
+        "medians": rows, "ratios": shares}, indent=1))
     return path
 
 
@@ -231,15 +301,15 @@ def main(profile_name: str = "quick", against: list[str] | None = None, out: Pat
         harness = Harness(targets, profile, console)
         harness.run()
         if profile_broker:
-            flame.record(targets[0], [w for w in profile.workloads
-                                      if w.name in (PRODUCE_ACKS1, FETCH_1)],
+            flame.record(targets[0], [w for w in profile.workloads if w.name in FLAMED],
                          harness.measure, out, profile.profile_seconds, console)
     finally:
         for target in targets:
             target.stop()
         shutil.rmtree(root, ignore_errors=True)
     rows = report(targets, profile, console)
-    console.print(f"wrote {write_json(out, profile_name, targets, rows, started)}")
+    shares = ratios(targets, profile, console)
+    console.print(f"wrote {write_json(out, profile_name, targets, rows, shares, started)}")
     for chart in charts.draw(targets, profile, out):
         console.print(f"wrote {chart}")
     return targets

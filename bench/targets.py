@@ -115,8 +115,15 @@ def _wait_port(port: int, process: subprocess.Popen) -> None:
     raise RuntimeError("did not listen in time")
 
 
+def installed(command: str) -> str | None:
+    """A console script of this Python's environment first (found even when that environment
+    is not activated, e.g. ``.venv/bin/commitgate`` run by its path), then one on PATH."""
+    scripts = sysconfig.get_paths()["scripts"]
+    return shutil.which(command, path=os.pathsep.join([scripts, os.environ.get("PATH", "")]))
+
+
 def start_noida(root: Path) -> Target | None:
-    binary = shutil.which("noida-db")
+    binary = installed("noida-db")
     if binary is None:
         return None
     port = free_port()

@@ -30,10 +30,21 @@ class Workload:
     consumers: int = 1  # FETCH: consumer processes, one partition each
     seconds: float = 0  # LATENCY: how long the offered load lasts
     sync_flush: bool = False  # also measured on the SYNC_FLUSH CommitGate
+    idempotent: bool = False  # PRODUCE: enable.idempotence (with acks=all)
+    commit_ms: int = 0  # PRODUCE: transactional, a commit every this many ms
+    txn_records: int = 0  # FETCH: the backlog is written in transactions of this many records,
+    abort_every: int = 0  # every this-many-th of them aborted
+    isolation: str = "read_committed"  # FETCH: the consumer's (librdkafka's default)
+    versus: str = ""  # the workload this one is held against, measured beside it round by round
+    goal: float = 0  # the least share of ``versus``'s MB/s this one should keep
 
     @property
     def topic_partitions(self) -> int:
         return self.consumers if self.kind == FETCH else self.partitions
+
+    @property
+    def transactional(self) -> bool:
+        return bool(self.commit_ms or self.txn_records)
 
 
 @dataclass
@@ -48,6 +59,8 @@ class Measurement:
     others_cpu_s: float | None = None  # the other brokers' CPU meanwhile (background work)
     settle_s: float = 0.0  # waited, untimed, for every broker to go idle before the start
     error: str = ""
+    aborted: int = 0  # of the records acknowledged (FETCH: in the backlog), those aborted
+    skipped: str = ""  # why this broker cannot run the workload (nothing was measured)
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -103,8 +116,25 @@ def produce(target: Target, workload: Workload, topic: str) -> Measurement:
     results = _collect([_start(_generator(
         target, "produce", topic, count, size=workload.size, acks=workload.acks,
         partitions=workload.partitions, producers=workload.producers, rate=workload.rate,
-        latency=workload.rate > 0)) for count in counts])
+        latency=workload.rate > 0, idempotent=workload.idempotent,
+        commit_ms=workload.commit_ms, txn_records=workload.txn_records,
+        abort_every=workload.abort_every)) for count in counts])
     return _merge(workload, results, consumed=None, latency_from=results)
+
+
+def transactions_missing(target: Target, topic: str) -> str:
+    """Untimed: why the broker's transactions do not work ('' if they do): a transaction of one
+    record committed and one aborted, read back with read_committed (a broker may accept
+    the transactional requests but not hide an aborted transaction's records)."""
+    (written,) = _collect([_start(_generator(target, "produce", topic, 2, acks="all",
+                                             idempotent=True, txn_records=1, abort_every=2))])
+    if "error" in written:
+        return written["error"]
+    (read,) = _collect([_start(_generator(target, "consume", topic, 2, until_eof=True))])
+    if "error" in read or read["records"] != 1:
+        return read.get("error") or (f"read_committed returned {read['records']} records of "
+                                     "one committed and one aborted transaction")
+    return ""
 
 
 def warm_partitions(target: Target, topic: str, partitions: int) -> None:
@@ -119,10 +149,11 @@ def fetch(target: Target, workload: Workload, topic: str, backlog: Measurement) 
     """``consumers`` processes read the backlog to its end, one partition each (a fetch of
     several partitions at once stalls noida-db 0.2.2: it serves one of them only)."""
     results = _collect([_start(_generator(
-        target, "consume", topic, backlog.acked, until_eof=True, partition_list=partition))
-        for partition in range(workload.consumers)])
+        target, "consume", topic, backlog.acked, until_eof=True, partition_list=partition,
+        isolation=workload.isolation)) for partition in range(workload.consumers)])
     measurement = _merge(workload, results, consumed=None, latency_from=[])
     measurement.sent, measurement.acked = backlog.sent, backlog.acked
+    measurement.aborted = backlog.aborted
     return measurement
 
 
@@ -163,8 +194,11 @@ def _merge(workload: Workload, results: list[dict], consumed: int | None,
                "records/s": records / seconds}
     latencies = [us for r in latency_from for us in r["latencies_us"]]
     figures.update(_percentiles(latencies, {"p50 ms": 0.5, "p99 ms": 0.99, "p999 ms": 0.999}))
+    if workload.commit_ms:
+        figures["commits/s"] = sum(r["transactions"] for r in results) / seconds
     if workload.kind == FETCH:  # the caller fills in what the backlog's producer sent
         return Measurement(figures, 0, 0, records, seconds, cpu)
     failed = sum(r["failed"] for r in results)
-    return Measurement(figures, records + failed, records, consumed, seconds, cpu)
+    return Measurement(figures, records + failed, records, consumed, seconds, cpu,
+                       aborted=sum(r["aborted"] for r in results))
 

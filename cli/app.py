@@ -11,13 +11,25 @@ import typer
 from cli.bench import bench_app
 from cli.compat import COMPAT_HELP, FUZZ_HELP, compat, fuzz
 from cli.groups import groups_app
+from cli.query import query
+from cli.records import consume, produce
+from cli.store import store_app
+from cli.topic import topic_app
 from gateway import settings
 from gateway.server import configure_logging, run_loop
 
 app = typer.Typer(help="CommitGate: a Kafka-compatible broker over a RocketMQ-style store.",
                   no_args_is_help=True, add_completion=False)
 app.add_typer(bench_app, name="bench")
-app.add_typer(groups_app, name="groups")
+app.add_typer(groups_app, name="groups", hidden=True)  # the name before "group"
+app.add_typer(groups_app, name="group")
+app.add_typer(topic_app, name="topic")
+app.command(help="Produce records: lines of stdin or --value (like kcat -P).")(produce)
+app.command(help="Consume records, following new ones until -n or Ctrl-C (like kcat -C).")(
+    consume)
+app.command(help="Find records by key (through CommitGate's IndexFiles), offset or time, on "
+                 "the broker's admin API.")(query)
+app.add_typer(store_app, name="store")
 @app.command(help="Start CommitGate on the store in log.dirs (default ./data).\n\n"
                   "Settings (as --override KEY=VALUE or lines of --config FILE):\n\n"
                   + settings.describe().replace("\n", "\n\n"))

@@ -120,7 +120,8 @@ CLIENTS: list[ClientSpec] = [
     ClientSpec("kcat", "C (librdkafka)", _kcat, sets_timestamps=False, not_applicable={
         "admin": NO_ADMIN,
         "headers": "kcat takes header values as command-line arguments: no NUL byte",
-        "groups": "kcat's -G consumer commits on its own: no commit or rebalance to drive"}),
+        "groups": "kcat's -G consumer commits on its own: no commit or rebalance to drive",
+        "transactions": "kcat commits its transaction when its input ends: it cannot abort one"}),
 ]
 
 

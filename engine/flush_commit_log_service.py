@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from engine.checkpoint import StoreCheckpoint
 from engine.commit_log import CommitLog
 from engine.config import StoreConfig
+from engine.histogram import FLUSH_SECONDS_BUCKETS, Histogram
 from engine.mapped_file import PAGE_SIZE
 from engine.status import StoreStatus
 from engine.supervision import Supervisor
@@ -39,6 +40,7 @@ class FlushCommitLogService:
         self._on_io_error: Callable[[str, BaseException], None] | None = None
         self.halted = False  # the store went offline: nothing is synced any more
         self.flushed_offset = commit_log.max_offset
+        self.flush_seconds = Histogram(FLUSH_SECONDS_BUCKETS)  # each fdatasync round
 
     def start(self, supervisor: Supervisor,
               on_io_error: Callable[[str, BaseException], None]) -> None:
@@ -85,11 +87,13 @@ class FlushCommitLogService:
         if self.halted:
             return
         loop = asyncio.get_running_loop()
+        began = time.monotonic()
         try:
             flushed = await loop.run_in_executor(self._executor, self._commit_log.flush)
         except OSError as exc:
             self._on_io_error("ASYNC_FLUSH: fdatasync of the CommitLog", exc)
             return
+        self.flush_seconds.observe(time.monotonic() - began)
         self.flushed_offset = flushed
         self._last_full = time.monotonic()
         value = self._checkpoint.value

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from engine.checkpoint import StoreCheckpoint
 from engine.commit_log import CommitLog
+from engine.histogram import FLUSH_SECONDS_BUCKETS, GROUP_COMMIT_SIZE_BUCKETS, Histogram
 from engine.status import StoreStatus
 from engine.supervision import Supervisor
 
@@ -40,6 +41,8 @@ class GroupCommitService:
         self.flushed_offset = commit_log.max_offset
         self.requests = 0  # appends that waited
         self.syncs = 0  # fdatasync rounds that served them
+        self.flush_seconds = Histogram(FLUSH_SECONDS_BUCKETS)  # each fdatasync round
+        self.commit_sizes = Histogram(GROUP_COMMIT_SIZE_BUCKETS)  # appends answered by one
 
     def start(self, supervisor: Supervisor,
               on_io_error: Callable[[str, BaseException], None]) -> None:
@@ -95,21 +98,27 @@ class GroupCommitService:
                 return
 
     async def _sync_round(self, loop: asyncio.AbstractEventLoop) -> None:
+        began = time.monotonic()
         try:
             flushed = await loop.run_in_executor(self._executor, self._commit_log.flush)
         except OSError as exc:  # the store goes offline, which answers the waiters
             self._on_io_error("SYNC_FLUSH: fdatasync of the CommitLog", exc)
             return
+        self.flush_seconds.observe(time.monotonic() - began)
         self.syncs += 1
         self.flushed_offset = flushed
         value = self._checkpoint.value
         value.commitlog_flushed, value.physic_msg_timestamp = flushed, int(time.time() * 1000)
-        self._release(flushed, StoreStatus.OK)
+        self.commit_sizes.observe(self._release(flushed, StoreStatus.OK))
         if self._waiters:
             self._wake.set()
 
-    def _release(self, upto: int, status: StoreStatus) -> None:
+    def _release(self, upto: int, status: StoreStatus) -> int:
+        """Answer the waiters up to ``upto``; returns how many."""
+        released = 0
         while self._waiters and self._waiters[0][0] <= upto:
             future = heapq.heappop(self._waiters)[2]
+            released += 1
             if not future.done():
                 future.set_result(status)
+        return released

@@ -20,6 +20,7 @@ import asyncio
 import hashlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -69,6 +70,12 @@ class LogCompactor:
         self.cleaned_partitions = 0
         self.rewritten_batches = 0
         self.dropped_batches = 0
+        # the offset below which a partition holds no open transaction (its last stable offset),
+        # set by the broker, which knows transactions: a record of an open transaction must not
+        # replace an older value of its key (it may yet be aborted), as in Kafka's cleaner
+        self.stable_end: Callable[[TopicRecord, int], int] | None = None
+        # batches to treat as gone (records of aborted transactions), likewise set by the broker
+        self.aborted_batch: Callable[[TopicRecord, int, memoryview], bool] | None = None
 
     def _setting(self, topic: TopicRecord, name: str, default: float) -> float:
         return float(topic.configs.get(name, default))
@@ -101,6 +108,8 @@ class LogCompactor:
         last_base = store.batch_base(queue, end - 1)
         young = queue.search_offset(lambda unit: unit[2] > now_ms - lag, dirty_from)
         cleanable_end = min(last_base, young)
+        if self.stable_end is not None:
+            cleanable_end = min(cleanable_end, self.stable_end(topic, partition))
         if cleanable_end <= dirty_from:
             return None
         max_lag = self._setting(topic, "max.compaction.lag.ms", config.max_compaction_lag_ms)
@@ -129,7 +138,7 @@ class LogCompactor:
                     now_ms: int) -> bool:
         store = self._store
         queue = store.queues.get(topic.name, partition)
-        last, end = await self._offset_map(queue, dirty_from, end)
+        last, end = await self._offset_map(topic, queue, dirty_from, end)
         if end <= dirty_from:
             return False
         horizon = now_ms - self._setting(topic, "delete.retention.ms",
@@ -154,8 +163,8 @@ class LogCompactor:
                  end, len(last))
         return True
 
-    async def _offset_map(self, queue: ConsumeQueue, dirty_from: int, end: int
-                          ) -> tuple[dict[bytes, int], int]:
+    async def _offset_map(self, topic: TopicRecord, queue: ConsumeQueue, dirty_from: int,
+                          end: int) -> tuple[dict[bytes, int], int]:
         """Each key's last offset in [dirty_from, end), and where the map stopped (before end
         when it filled up, as Kafka's cleaner cleans in parts)."""
         store, body_format = self._store, self._store.body_format
@@ -165,7 +174,11 @@ class LogCompactor:
         for entry, after in store.batch_entries(queue, dirty_from, end):
             if len(last) >= self._max_keys:
                 return last, offset
-            for record_offset, key, _tombstone, _ts in body_format.record_keys(body_of(entry)):
+            body = body_of(entry)
+            if self._aborted(topic, queue.partition, body):
+                offset = after
+                continue
+            for record_offset, key, _tombstone, _ts in body_format.record_keys(body):
                 if key is not None:
                     last[_digest(key)] = record_offset
             offset = after
@@ -173,6 +186,9 @@ class LogCompactor:
                 await asyncio.sleep(0)
                 deadline = time.monotonic() + SLICE_S
         return last, end
+
+    def _aborted(self, topic: TopicRecord, partition: int, body: memoryview) -> bool:
+        return self.aborted_batch is not None and self.aborted_batch(topic, partition, body)
 
     async def _rewrite(self, topic: TopicRecord, queue: ConsumeQueue, end: int, keep
                        ) -> set[Path] | None:
@@ -189,7 +205,8 @@ class LogCompactor:
         copies: list[tuple[int, int]] = []  # this chunk's new entries
         for entry, after in store.batch_entries(queue, start, end):
             body = body_of(entry)
-            result = store.body_format.compact(body, keep)
+            result = None if self._aborted(topic, queue.partition, body) \
+                else store.body_format.compact(body, keep)
             if result is None:  # nothing kept: its offsets point at the next batch kept
                 run_lo = covered if run_lo is None else run_lo
                 covered = after

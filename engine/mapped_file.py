@@ -106,11 +106,14 @@ class MappedFile:
 
     def flush(self) -> int:
         """fdatasync what was written; safe from a worker thread. Returns the new flushed position."""
-        target = self.wrote_position
-        if target > self.flushed_position:
+        target, fd = self.wrote_position, self._fd
+        if target > self.flushed_position and fd >= 0:  # closed: deleted with its topic
             try:
-                os.fdatasync(self._fd)
-            except OSError as exc:  # named: the store's offline message says which file
+                os.fdatasync(fd)
+            except OSError as exc:
+                if exc.errno == errno.EBADF and self._fd < 0:  # closed while we synced
+                    return self.flushed_position
+                # named: the store's offline message says which file
                 raise OSError(exc.errno, f"fdatasync of {self.path}: {exc.strerror}") from None
             self.flushed_position = target
         return self.flushed_position

@@ -38,6 +38,7 @@ from engine.flush_commit_log_service import FlushCommitLogService
 from engine.flush_consume_queue_service import FlushConsumeQueueService
 from engine.group_commit_service import GroupCommitService
 from engine.index_builder import IndexBuilder
+from engine.key_query import find_key
 from engine.log_compactor import cleanup_policy
 from engine.mapped_file_queue import MappedFileQueue
 from engine.partition_sizes import PartitionSizes
@@ -550,9 +551,10 @@ class MessageStore:
         return await self.flush_service.wait_durable(phy_end)
 
     def read(self, topic: str, partition: int, offset: int, max_bytes: int, *,
-             min_one: bool = True) -> ReadResult:
+             min_one: bool = True, upto: int | None = None) -> ReadResult:
         """Batches from the one holding ``offset`` on, up to ``max_bytes`` (at least one batch
-        when ``min_one``), as zero-copy slices of the CommitLog."""
+        when ``min_one``), as zero-copy slices of the CommitLog; with ``upto``, only batches
+        that end at or before that offset (a reader's stable offset)."""
         queue, status = self._queue(topic, partition)
         if queue is None:
             return ReadResult(status)
@@ -565,9 +567,10 @@ class MessageStore:
             return result
         total = 0
         buffers = result.buffers
+        limit = end if upto is None else min(end, upto)
         for entry, after in self._entries(queue, offset):
             body = body_of(entry)
-            if after > end or total + len(body) > max_bytes and (buffers or not min_one):
+            if after > limit or total + len(body) > max_bytes and (buffers or not min_one):
                 break
             buffers.append(body)
             total += len(body)
@@ -698,19 +701,9 @@ class MessageStore:
                          max_count: int = 64) -> list[tuple[int, int]]:
         """(partition, base offset) of batches holding a record with ``key``, newest first.
         Waits (boundedly) for the IndexFile builder to reach what was appended before the call."""
-        await self.index.catch_up(self.dispatcher.dispatched_offset)
-        hits: list[tuple[int, int]] = []
-        for phy in self.index.query(topic.encode() + b"#" + key, begin_ms, end_ms, max_count):
-            req, _size = self.commit_log.decode(phy, check_crc=False)
-            if req is None or req.topic != topic or req.queue_offset < \
-                    self.log_start_offset(topic, req.partition):
-                continue
-            body = self.commit_log.body(phy, req.size)
-            found = (req.partition, req.queue_offset)
-            # a batch the cleaner relocated is indexed twice until its old segment goes
-            if key in self.body_format.keys(body) and found not in hits:
-                hits.append(found)
-        return hits
+        found = await find_key(self, topic, key, begin_ms, end_ms, max_count)
+        return [(b.partition, b.base_offset) for b in found.batches
+                if key in self.body_format.keys(b.body)]
 
     def iter_batches(self, from_phy: int
                      ) -> Iterator[tuple[str, int, int, memoryview, int]] | None:

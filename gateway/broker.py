@@ -10,19 +10,24 @@ import uuid
 from dataclasses import dataclass
 
 from engine import MessageStore, StoreStatus
+from engine.status import AppendResult
 from engine.topic_table import TopicRecord
+from gateway.admin.metrics import RequestMetrics
 from gateway.broker_configs import BrokerConfigs
 from gateway.cluster_meta import cluster_id
 from gateway.config import BrokerConfig, Endpoint
 from gateway.fetch_waiters import FetchWaiters
 from gateway.groups.coordinator import GroupCoordinator
-from gateway.groups.offsets_topic import OFFSETS_TOPIC, is_internal
+from gateway.groups.offsets_topic import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from gateway.network_stats import NetworkStats
 from gateway.peer_log import PeerLog
 from gateway.producer_ids import ProducerIdAllocator
 from gateway.producer_snapshot_service import ProducerSnapshotService
 from gateway.producer_state import ProducerStateManager
+from gateway.transactions.coordinator import TransactionCoordinator
+from gateway.transactions.markers import MarkerWriter
 from protocol.errors import ErrorCode
+from protocol.record_batch import control_type, read_header
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +65,7 @@ class Broker:
         self.cluster_id = cluster_id(config.store.data_dir, config.node_id)
         self.fetch_waiters = FetchWaiters()
         self.network = NetworkStats()  # the listener's and connections' counters
+        self.metrics = RequestMetrics()  # per API and per topic, for /metrics
         # what clients sent wrong, rate-limited per address (connections, Produce refusals)
         self.peer_log = PeerLog(logging.getLogger("gateway.clients"), self.network)
         self.producer_ids = ProducerIdAllocator(config.store.data_dir / "broker" / "producer_ids")
@@ -76,6 +82,12 @@ class Broker:
         self.configs.load()
         store.add_dispatch_listener(self.fetch_waiters.on_dispatch)
         self.groups = GroupCoordinator(config, store)
+        self.transactions = TransactionCoordinator(config, store, self.producer_ids,
+                                                   self.groups.topic.partition_for)
+        self.transactions.write_markers = MarkerWriter(store, self.producers, self.groups.offsets)
+        store.retention.compactor.stable_end = self.last_stable_offset
+        store.retention.compactor.aborted_batch = self.aborted_batch
+        self.groups.topic.appended = self._offsets_appended
 
     # ---- topics ---------------------------------------------------------------------------------
 
@@ -93,8 +105,8 @@ class Broker:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if name == OFFSETS_TOPIC:
             return STORE_ERRORS[self.groups.topic.ensure()]
-        if is_internal(name):  # no transaction coordinator yet
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if name == TRANSACTION_STATE_TOPIC:
+            return STORE_ERRORS[self.transactions.log.ensure()]
         result = await self.store.create_topic_off_loop(
             name, self.config.num_partitions, max_partitions=self.config.max_broker_partitions)
         if result.status is StoreStatus.TOPIC_ALREADY_EXISTS:
@@ -119,6 +131,30 @@ class Broker:
 
     def high_watermark(self, topic: str, partition: int) -> int:
         return self.store.log_end_offset(topic, partition)
+
+    def last_stable_offset(self, topic: TopicRecord, partition: int) -> int:
+        """Where read_committed readers stop: the first offset of the oldest open
+        transaction in the partition, else the high watermark."""
+        end = self.high_watermark(topic.name, partition)
+        return self.producers.txns.stable_offset((topic.topic_id, partition), end)
+
+    def _offsets_appended(self, partition: int, body: bytes, result: AppendResult) -> None:
+        """The group coordinator's transactional offsets and markers count in the producer
+        state of their ``__consumer_offsets`` partition, as produced batches do."""
+        topic = self.store.topic(OFFSETS_TOPIC)
+        header = read_header(body)
+        if topic is not None and header.is_transactional:
+            self.producers.record(topic.topic_id, partition, header, result.base_offset,
+                                  header.max_timestamp, result.phy_end,
+                                  control_type(body) if header.is_control else None)
+
+    def aborted_batch(self, topic: TopicRecord, partition: int, body: memoryview) -> bool:
+        """Whether a stored batch belongs to an aborted transaction (the compactor drops
+        those records and never lets them replace an older value of their key)."""
+        header = read_header(body)
+        return header.is_transactional and not header.is_control and \
+            self.producers.txns.is_aborted((topic.topic_id, partition), header.producer_id,
+                                           header.base_offset)
 
     def nodes(self) -> list[Node]:
         return [self.node]

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from engine.config import StoreConfig
 
 DEFAULT_PORT = 9092
+DEFAULT_ADMIN_PORT = 9644  # Redpanda's admin API port
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,14 @@ class BrokerConfig:
     offsets_retention_minutes: int = 10_080
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4_096
+    # the transaction coordinator's, with Kafka's defaults
+    transaction_state_log_num_partitions: int = 50
+    transaction_max_timeout_ms: int = 900_000
+    transactional_id_expiration_ms: int = 604_800_000
+    transaction_abort_interval_ms: int = 10_000
+    transaction_expire_interval_ms: int = 3_600_000
+    # the admin HTTP API and /metrics (admin.listeners); None: off
+    admin_listener: Endpoint | None = Endpoint("127.0.0.1", DEFAULT_ADMIN_PORT)
     store: StoreConfig = field(default_factory=StoreConfig)
 
     @property

@@ -38,8 +38,9 @@ log = logging.getLogger(__name__)
 MAX_IN_FLIGHT = 64  # requests queued on one connection before reading pauses
 SHORT_PAIR = struct.Struct(">hh")  # api key and version, the start of every request
 
-# a request started: its header, handler, the task making its response, and its frame
-InFlight = tuple[RequestHeader, Handler, asyncio.Future, memoryview]
+# a request started: its header, handler, the task making its response, its frame, and when
+# its last bytes were read (time.monotonic; the request metrics' latency starts there)
+InFlight = tuple[RequestHeader, Handler, asyncio.Future, memoryview, float]
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -70,7 +71,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self._reader.waiting:
             self.listener.memory.cancel(self._memory_granted)
         self._reader.close()
-        for _, _, task, frame in self._queue:
+        for _, _, task, frame, _ in self._queue:
             task.cancel()  # the frame is given back once the handler has really stopped
             task.add_done_callback(lambda _, frame=frame: self._reader.release(frame))
         self._queue.clear()
@@ -161,7 +162,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                   self.peer)
         ctx = RequestContext(self.broker, version, header.client_id, self.peer)
         task = asyncio.ensure_future(handler.handle(ctx, request))
-        self._queue.append((header, handler, task, view))
+        self._queue.append((header, handler, task, view, self.last_active))
         task.add_done_callback(self._drain)
         return True
 
@@ -189,7 +190,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         header = RequestHeader(API_VERSIONS_KEY, 0, correlation_id, None, 0)
         done = asyncio.get_running_loop().create_future()
         done.set_result(error_response(ErrorCode.UNSUPPORTED_VERSION))
-        self._queue.append((header, handler, done, view))
+        self._queue.append((header, handler, done, view, self.last_active))
         self._drain()
         return True
 
@@ -197,27 +198,31 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """Write every finished response at the head of the queue, in request order."""
         queue = self._queue
         while queue and queue[0][2].done():
-            header, handler, task, frame = queue.popleft()
+            header, handler, task, frame, received = queue.popleft()
             try:
-                if not task.cancelled() and not self._respond(header, handler, task):
+                if not task.cancelled() and not self._respond(header, handler, task, received):
                     self.close()
                     return
             finally:
                 self._reader.release(frame)
         self._update_reading()
 
-    def _respond(self, header: RequestHeader, handler: Handler, task: asyncio.Future) -> bool:
-        """Write the response of a finished request; False (logged) when the handler or the
-        response's encoding failed."""
+    def _respond(self, header: RequestHeader, handler: Handler, task: asyncio.Future,
+                 received: float) -> bool:
+        """Write the response of a finished request and count it; False (logged) when the
+        handler or the response's encoding failed."""
         try:
             response = task.result()
             if response is not None:
                 self._write(header, response)
+            self.broker.metrics.answered(handler.name, received,
+                                         getattr(response, "error_code", ErrorCode.NONE))
             return True
         except Exception as exc:  # a bug, logged with its traceback; the connection closes
             log.error("%s v%d from %s (client %r) failed; closing the connection",
                       handler.name, header.api_version, self.peer, header.client_id,
                       exc_info=exc)
+            self.broker.metrics.answered(handler.name, received, ErrorCode.UNKNOWN_SERVER_ERROR)
             return False
 
     def _write(self, header: RequestHeader, response: object) -> None:
@@ -249,7 +254,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     async def finish(self, timeout_s: float) -> None:
         """Wait (boundedly) for in-flight requests, then close (shutdown)."""
-        pending = [task for _, _, task, _ in self._queue]
+        pending = [task for _, _, task, _, _ in self._queue]
         if pending:
             await asyncio.wait(pending, timeout=timeout_s)
         self.close()

@@ -1,7 +1,9 @@
 """Start a CommitGate broker as a subprocess on a free port (tests, compat matrix, benchmarks).
 
 The broker is the real thing: ``python -m cli serve`` (the ``commitgate serve`` command) with its own data directory,
-reachable at ``bootstrap``; stopping it sends SIGTERM (clean) or SIGKILL (crash).
+reachable at ``bootstrap``, its admin HTTP API on a free port of its own at ``admin_url`` (off
+when the overrides set ``admin.listeners`` empty); stopping it sends SIGTERM (clean) or SIGKILL
+(crash).
 """
 from __future__ import annotations
 
@@ -32,6 +34,9 @@ class BrokerProcess:
                  port: int | None = None, log_path: Path | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
+        self.admin_port = free_port()
+        while self.admin_port == self.port:
+            self.admin_port = free_port()
         self.overrides = dict(overrides or {})
         self.log_path = log_path or self.data_dir.with_name(self.data_dir.name + ".log")
         self.process: subprocess.Popen | None = None
@@ -40,10 +45,15 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def admin_url(self) -> str:
+        return f"http://127.0.0.1:{self.admin_port}"
+
     def command(self) -> list[str]:
         settings = {"log.dirs": str(self.data_dir), "listeners": f"127.0.0.1:{self.port}",
                     "advertised.listeners": f"127.0.0.1:{self.port}",
-                    **self.default_overrides, **self.overrides}
+                    "admin.listeners": self.admin_url, **self.default_overrides,
+                    **self.overrides}
         args = [sys.executable, "-m", "cli", "serve"]
         for key, value in settings.items():
             args += ["--override", f"{key}={value}"]

@@ -58,6 +58,11 @@ class Listener:
                                                      lambda sock=sock: self._accept(sock)))
         self._tasks.append(self.supervisor.spawn("listener-sweeper", self._sweep))
 
+    @property
+    def accepting(self) -> bool:
+        """Listening, its accept loops running (max.connections may hold a client meanwhile)."""
+        return bool(self._tasks) and not any(task.done() for task in self._tasks)
+
     def close(self) -> None:
         """Stop accepting (open connections stay until ``finish``)."""
         for task in self._tasks:

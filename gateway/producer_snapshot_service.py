@@ -22,7 +22,7 @@ from pathlib import Path
 from engine import MessageStore
 from gateway import producer_snapshot
 from gateway.producer_state import ProducerStateManager
-from protocol.record_batch import HEADER_SIZE, read_header
+from protocol.record_batch import HEADER_SIZE, control_type, read_header
 
 log = logging.getLogger(__name__)
 
@@ -46,13 +46,14 @@ class ProducerSnapshotService:
         loaded = producer_snapshot.read(self.path)
         batches = None
         if loaded is not None:
-            covered, entries = loaded
+            covered, entries, txns = loaded
             batches = self.store.iter_batches(covered)
             if batches is None:
                 log.warning("the producer state snapshot covers the CommitLog up to %d, past its "
                             "end after recovery: rebuilding it from the whole CommitLog", covered)
             else:
                 self.state.entries, self.state.covered = entries, covered
+                self.state.txns = txns
                 self._written = covered
         if batches is None:
             batches = self.store.iter_batches(0)
@@ -61,8 +62,9 @@ class ProducerSnapshotService:
             replayed += 1
             if len(body) >= HEADER_SIZE:
                 header = read_header(body)
+                control = control_type(body) if header.is_control else None
                 self.state.record(self.store.topic(topic).topic_id, partition, header, base_offset,
-                                  header.max_timestamp, end)
+                                  header.max_timestamp, end, control)
         self.state.retain_topics(t.topic_id for t in self.store.topics())
         self.state.expire(int(time.time() * 1000), self.expiration_ms)
         log.info("producer state: %d producer-partitions (%s, %d CommitLog entries replayed)",
@@ -92,6 +94,10 @@ class ProducerSnapshotService:
                 return
             await self.round()
 
+    def _log_start(self, topic_id: str, partition: int) -> int | None:
+        topic = self.store.table.by_id(topic_id)
+        return None if topic is None else self.store.log_start_offset(topic.name, partition)
+
     async def round(self) -> bool:
         """Expire idle producers, forget deleted topics, snapshot if anything changed; whether
         the state is on disk. The CommitLog cleaner awaits it before it deletes a segment: a
@@ -101,6 +107,7 @@ class ProducerSnapshotService:
         if expired:
             log.info("producer state: %d idle producer-partitions expired", expired)
         state.retain_topics(t.topic_id for t in self.store.topics())
+        state.dirty |= state.txns.trim(self._log_start)
         if not state.dirty and state.covered == self._written:
             return True
         snapshot = producer_snapshot.take(state)  # on the loop; encoding and fsync in a thread

@@ -20,6 +20,7 @@ import collections
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from gateway.transactions.partition_txns import PartitionTransactions
 from protocol.errors import ErrorCode
 from protocol.record_batch import BatchHeader
 
@@ -78,6 +79,7 @@ class ProducerStateManager:
         self.entries: dict[Key, ProducerEntry] = {}
         self.covered = 0  # CommitLog end up to which every append is reflected here
         self.dirty = False  # changed since the last snapshot
+        self.txns = PartitionTransactions()  # open and aborted transactions per partition
 
     def check(self, topic_id: str, partition: int, batch: BatchHeader) -> Verdict:
         """Whether ``batch`` may be appended (before the append, no state change)."""
@@ -91,10 +93,7 @@ class ProducerStateManager:
         if entry is not None and batch.producer_epoch < entry.epoch:
             return _refuse(ErrorCode.INVALID_PRODUCER_EPOCH, f"epoch {batch.producer_epoch} of "
                            f"producer {pid} is older than the last seen epoch {entry.epoch}")
-        if batch.is_transactional:
-            return _refuse(ErrorCode.INVALID_TXN_STATE, "transactions are not supported yet: the "
-                           "batch is not part of an ongoing transaction")
-        if entry is None:
+        if entry is None or not entry.batches:  # new here, or only markers seen since its epoch
             return ACCEPT
         if batch.producer_epoch > entry.epoch:
             if batch.base_sequence != 0 and entry.epoch != NO_PRODUCER_EPOCH:
@@ -117,14 +116,20 @@ class ProducerStateManager:
         return ACCEPT
 
     def record(self, topic_id: str, partition: int, batch: BatchHeader, base_offset: int,
-               timestamp: int, phy_end: int) -> None:
+               timestamp: int, phy_end: int, control: int | None = None) -> None:
         """Note an appended batch (live, or replayed from the CommitLog at start); every
-        append comes here so that ``covered`` tells snapshots where the CommitLog stood."""
+        append comes here so that ``covered`` tells snapshots where the CommitLog stood.
+        ``control``: the marker kind of a control batch (protocol.record_batch.control_type)."""
         self.covered = phy_end
         if batch.producer_id < 0:
             return
         key = (batch.producer_id, topic_id, partition)
         entry = self.entries.get(key)
+        if batch.is_control:
+            self._record_marker(key, entry, batch, base_offset, control)
+            return
+        if batch.is_transactional:
+            self.txns.on_batch((topic_id, partition), batch.producer_id, base_offset)
         if entry is None:
             entry = self.entries[key] = ProducerEntry()
         elif entry.batches and base_offset <= entry.batches[-1].base_offset:
@@ -135,6 +140,20 @@ class ProducerStateManager:
             entry.batches.clear()
         entry.batches.append(BatchMetadata(batch.base_sequence, batch.last_sequence, base_offset,
                                            batch.offset_count, timestamp, phy_end))
+        self.dirty = True
+
+    def _record_marker(self, key: Key, entry: ProducerEntry | None, batch: BatchHeader,
+                       base_offset: int, control: int | None) -> None:
+        """A transaction marker closes the producer's transaction in the partition; it has no
+        sequence, but a newer epoch in it (a coordinator's fencing abort) fences older ones."""
+        pid, topic_id, partition = key
+        if control is not None:
+            self.txns.on_marker((topic_id, partition), pid, base_offset, control)
+        if entry is None:
+            entry = self.entries[key] = ProducerEntry()
+        if batch.producer_epoch > entry.epoch:
+            entry.epoch = batch.producer_epoch
+            entry.batches.clear()
         self.dirty = True
 
     def _replay_older(self, entry: ProducerEntry, batch: BatchHeader, base_offset: int,
@@ -157,13 +176,15 @@ class ProducerStateManager:
     def expire(self, now_ms: int, expiration_ms: int) -> int:
         """Forget producers whose last batch is ``expiration_ms`` old (Kafka's
         producer.id.expiration.ms, judged by the batch's max timestamp as Kafka does)."""
+        # an entry holding only a marker's epoch has nothing to recognise retries by
         old = [key for key, entry in self.entries.items()
-               if entry.batches and now_ms - entry.last_timestamp >= expiration_ms]
+               if not entry.batches or now_ms - entry.last_timestamp >= expiration_ms]
         return self._drop(old)
 
     def retain_topics(self, topic_ids: Iterable[str]) -> int:
         """Forget the state of topics that no longer exist."""
         live = set(topic_ids)
+        self.txns.retain(live)
         return self._drop([key for key in self.entries if key[1] not in live])
 
     def _drop(self, keys: list[Key]) -> int:

@@ -1,5 +1,6 @@
-"""Runs the broker process: opens the store, listens for Kafka clients until SIGINT/SIGTERM,
-then stops accepting, lets in-flight requests finish, flushes and closes the store cleanly."""
+"""Runs the broker process: opens the store, serves the admin HTTP API and listens for Kafka
+clients until SIGINT/SIGTERM, then stops accepting, lets in-flight requests finish, stops the
+admin API, flushes and closes the store cleanly."""
 from __future__ import annotations
 
 import asyncio
@@ -7,6 +8,7 @@ import logging
 import signal
 
 from engine import MessageStore
+from gateway.admin.server import AdminServer
 from gateway.broker import Broker
 from gateway.config import BrokerConfig
 from gateway.handlers import all_handlers
@@ -25,13 +27,21 @@ async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
     report = await store.open()
     broker = Broker(config, store)
     listener = Listener(broker)
-    try:
+    admin = AdminServer(broker, listener, config.admin_listener) if config.admin_listener \
+        else None
+    try:  # the admin API first: once Kafka clients can connect, /metrics is there too
+        if admin is not None:
+            await admin.start()
         await listener.start()
     except OSError:
+        if admin is not None:
+            await admin.stop()
         await store.close()
         raise
     broker.producer_snapshots.start()
     broker.groups.start()
+    broker.transactions.load()  # after the groups: completing a transaction may need offsets
+    broker.transactions.start()
     log.info("CommitGate listening on %s (advertised as %s), node %d, cluster %s, data in %s "
              "(%s start, %d topics, %s)", config.listener, broker.node.endpoint,
              config.node_id, broker.cluster_id, config.store.data_dir.resolve(),
@@ -44,7 +54,10 @@ async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
         listener.close()
         broker.fetch_waiters.wake_all()
         await broker.groups.stop()  # answers JoinGroup/SyncGroup still waiting
+        await broker.transactions.stop()
         await listener.finish(SHUTDOWN_GRACE_S)
+        if admin is not None:
+            await admin.stop()
         await broker.producer_snapshots.stop()
         await store.close()
         log.info("CommitGate stopped cleanly")

@@ -35,6 +35,19 @@ def _listener(text: str) -> Endpoint:
     return Endpoint.parse(listeners[0])
 
 
+def _admin_listener(text: str) -> Endpoint | None:
+    """``http://host:port`` (one; IPv6 hosts in brackets), or empty: no admin listener."""
+    text = text.strip()
+    if not text:
+        return None
+    scheme, sep, address = text.partition("://")
+    host, colon, port = address.rpartition(":")
+    if scheme.lower() != "http" or not sep or not colon or not host or not port.isdigit() \
+            or "/" in address or "," in address or not 0 < int(port) < 65536:
+        raise ValueError("expected one http://HOST:PORT (plain HTTP), or nothing to turn it off")
+    return Endpoint(host.strip("[]"), int(port))
+
+
 def _per_ip_overrides(text: str) -> dict[str, int]:
     """``host:count,host:count`` (Kafka's max.connections.per.ip.overrides)."""
     overrides = {}
@@ -78,6 +91,9 @@ SETTINGS: dict[str, Setting] = {
     "listeners": Setting("listener", _listener, "where to listen (default PLAINTEXT://127.0.0.1:9092)"),
     "advertised.listeners": Setting("advertised", _listener,
                                     "address given to clients (default: the listener)"),
+    "admin.listeners": Setting("admin_listener", _admin_listener,
+                               "the admin HTTP API and Prometheus /metrics as http://HOST:PORT; "
+                               "empty: off (default http://127.0.0.1:9644)"),
     "node.id": Setting("node_id", int, "this broker's id (default 1)"),
     "broker.id": Setting("node_id", int, "same as node.id"),
     "num.partitions": Setting("num_partitions", int,
@@ -138,6 +154,19 @@ SETTINGS: dict[str, Setting] = {
                                                    "how often offsets expire (600000)"),
     "offset.metadata.max.bytes": Setting("offset_metadata_max_bytes", int,
                                          "longest commit metadata string (4096)"),
+    "transaction.state.log.num.partitions": Setting(
+        "transaction_state_log_num_partitions", int, "partitions of __transaction_state (50)"),
+    "transaction.max.timeout.ms": Setting(
+        "transaction_max_timeout_ms", int,
+        "longest transaction.timeout.ms a producer may ask (900000)"),
+    "transactional.id.expiration.ms": Setting(
+        "transactional_id_expiration_ms", int,
+        "forget a transactional id idle this long outside a transaction (604800000)"),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": Setting(
+        "transaction_abort_interval_ms", int,
+        "how often transactions past their timeout are aborted (10000)"),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": Setting(
+        "transaction_expire_interval_ms", int, "how often transactional ids expire (3600000)"),
     "log.dirs": Setting("store.data_dir", _log_dirs, "data directory (default ./data)"),
     "log.dir": Setting("store.data_dir", _log_dirs, "same as log.dirs"),
     "flush.disk.type": Setting("store.flush_disk_type", lambda t: FlushDiskType(t.upper()),

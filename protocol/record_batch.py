@@ -496,3 +496,35 @@ def build_batch(records: Sequence[RecordSpec], *, base_offset: int = 0,
     body = builder.build()
     struct.pack_into(">q", body, 0, base_offset)
     return bytes(body)
+
+
+# control records (Kafka's ControlRecordType): key = version int16 | type int16,
+# value (EndTransactionMarker) = version int16 | coordinator epoch int32
+CONTROL_ABORT, CONTROL_COMMIT = 0, 1
+_CONTROL_KEY = struct.Struct(">hh")
+_MARKER_VALUE = struct.Struct(">hi")
+
+
+def build_control_batch(commit: bool, producer_id: int, producer_epoch: int, timestamp: int,
+                        coordinator_epoch: int = 0) -> bytes:
+    """A transaction marker: a transactional control batch with one COMMIT or ABORT record,
+    as Kafka's transaction coordinator has partition leaders write them."""
+    key = _CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT)
+    value = _MARKER_VALUE.pack(0, coordinator_epoch)
+    body = bytearray(build_batch([(key, value, (), timestamp)], producer_id=producer_id,
+                                 producer_epoch=producer_epoch, transactional=True))
+    attributes = struct.unpack_from(">h", body, ATTRIBUTES_AT)[0] | CONTROL_MASK
+    struct.pack_into(">h", body, ATTRIBUTES_AT, attributes)
+    _reseal(memoryview(body))
+    return bytes(body)
+
+
+def control_type(body: memoryview | bytes) -> int | None:
+    """CONTROL_COMMIT or CONTROL_ABORT for a control batch's marker, None for another kind of
+    control record (Kafka skips those) or a key too short to hold one."""
+    record = next(_records(body), None)
+    key = record.key if record is not None else None
+    if key is None or len(key) < _CONTROL_KEY.size:
+        return None
+    kind = _CONTROL_KEY.unpack_from(key)[1]
+    return kind if kind in (CONTROL_ABORT, CONTROL_COMMIT) else None

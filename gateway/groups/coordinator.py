@@ -21,7 +21,7 @@ from gateway.groups.consumer_records import KINDS, Record, deletion, replay
 from gateway.groups.group import CONSUMER_PROTOCOL, ClassicGroup, GroupState
 from gateway.groups.membership import Membership
 from gateway.groups.offsets import OffsetManager
-from gateway.groups.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
+from gateway.groups.offsets_topic import OFFSETS_TOPIC, OffsetsTopic, Replayed
 from gateway.groups.records import (
     GroupValue,
     RecordFormatError,
@@ -29,9 +29,9 @@ from gateway.groups.records import (
     group_value,
     read_group_value,
     read_key,
-    read_offset_value,
 )
 from protocol.errors import ErrorCode
+from protocol.record_batch import CONTROL_COMMIT
 
 log = logging.getLogger(__name__)
 
@@ -87,26 +87,29 @@ class GroupCoordinator:
         await self.membership.drain()
 
     def _load(self) -> None:
-        table = self.offsets.table
-        for key, value in self.topic.replay():
+        for item in self.topic.replay():
+            if item.marker is not None:
+                self.offsets.replay_marker((item.partition, item.producer_id),
+                                           item.marker == CONTROL_COMMIT)
+                continue
             try:
-                parsed = read_key(key)
-                kind, group_id, topic, partition = parsed
-                if kind == "group":
-                    self._load_group(group_id, value)
-                elif kind in KINDS:
-                    replay(self.consumer_groups, parsed, value)
-                elif value is None:
-                    table.get(group_id, {}).pop((topic, partition), None)
-                else:
-                    table.setdefault(group_id, {})[(topic, partition)] = read_offset_value(value)
+                self._load_record(item)
             except (RecordFormatError, UnicodeDecodeError) as exc:
                 log.error("skipping an unreadable record of the offsets topic: %s", exc)
-        for group_id, committed in list(table.items()):
-            if not committed:
-                del table[group_id]
-            elif group_id not in self.groups and group_id not in self.consumer_groups:
+        for group_id in self.offsets.loaded():
+            if group_id not in self.groups and group_id not in self.consumer_groups:
                 self.groups[group_id] = ClassicGroup(group_id)
+
+    def _load_record(self, item: Replayed) -> None:
+        parsed = read_key(item.key)
+        kind, group_id, topic, partition = parsed
+        if kind == "group":
+            self._load_group(group_id, item.value)
+        elif kind in KINDS:
+            replay(self.consumer_groups, parsed, item.value)
+        else:
+            txn = (item.partition, item.producer_id) if item.producer_id >= 0 else None
+            self.offsets.replay_offset(group_id, (topic, partition), item.value, item.offset, txn)
 
     def _load_group(self, group_id: str, value: bytes | None) -> None:
         if value is None:
@@ -209,8 +212,7 @@ class GroupCoordinator:
     async def _delete(self, group: ClassicGroup) -> ErrorCode:
         """Tombstones for the group's offsets and metadata, then the group is Dead and gone."""
         group_id = group.group_id
-        committed = list(self.offsets.table.get(group_id, {}))
-        error = await self.offsets.remove(group_id, committed)
+        error = await self.offsets.remove(group_id, self.offsets.partitions(group_id))
         if error is ErrorCode.NONE:
             error = await self.topic.write(group_id, [(group_key(group_id), None)],
                                            lambda: self._forget(group))
@@ -220,7 +222,7 @@ class GroupCoordinator:
         if group.members:
             return ErrorCode.NON_EMPTY_GROUP
         group_id = group.group_id
-        error = await self.offsets.remove(group_id, list(self.offsets.table.get(group_id, {})))
+        error = await self.offsets.remove(group_id, self.offsets.partitions(group_id))
         if error is ErrorCode.NONE:
             error = await self.topic.write(group_id, deletion(group_id),
                                            lambda: self._forget_consumer_group(group))

@@ -96,6 +96,9 @@ class OffsetValue:
     metadata: str
     commit_ms: int
     expire_ms: int = -1  # -1: the broker's offsets.retention.minutes applies
+    # where the commit's record is in __consumer_offsets (not stored in the value): of a plain
+    # and a transactional commit of one partition, the later record wins (Kafka's rule)
+    record_offset: int = -1
 
 
 @dataclass(slots=True)

@@ -47,7 +47,7 @@ def _entry(name: str, value: str | None, chain: list[Synonym], read_only: bool, 
                  documentation=doc if options.documentation else None)
 
 
-def _topic_chain(broker: Broker, configs: dict[str, str], name: str) -> list[Synonym]:
+def topic_chain(broker: Broker, configs: dict[str, str], name: str) -> list[Synonym]:
     spec = TOPIC_CONFIGS[name]
     chain = [Synonym(name, configs[name], ConfigSource.TOPIC_CONFIG)] if name in configs else []
     if spec.synonym in SETTINGS:
@@ -67,7 +67,7 @@ def _topic_entries(broker: Broker, topic: str, wanted, options: Options) -> Resu
         return Result(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message=None)
     return Result(error_code=ErrorCode.NONE, configs=[
         _entry(name, effective(broker.config, record.configs, name),
-               _topic_chain(broker, record.configs, name), False, spec.type, spec.doc, options)
+               topic_chain(broker, record.configs, name), False, spec.type, spec.doc, options)
         for name, spec in sorted(TOPIC_CONFIGS.items()) if _picked(name, wanted)])
 
 

@@ -43,12 +43,12 @@ class _Plan:
         return [(name, p.partition) for wanted, name, _ in self.topics if name
                 for p in wanted.partitions]
 
-    def read(self) -> tuple[list, int, bool]:
-        """(topics out, bytes found, whether any partition has an error)."""
+    def read(self) -> tuple[list, list[int], bool]:
+        """(topics out, bytes found in each, whether any partition has an error)."""
         remaining = self.request.max_bytes
-        total, errors, out = 0, False, []
+        total, errors, out, sizes = 0, False, [], []
         for wanted, name, missing in self.topics:
-            partitions = []
+            partitions, before = [], total
             for part in wanted.partitions:
                 entry = self._partition(name, part, missing, remaining, total == 0)
                 size = sum(map(len, entry.records)) if isinstance(entry.records, list) else 0
@@ -58,7 +58,8 @@ class _Plan:
                 partitions.append(entry)
             out.append(TopicOut(topic=wanted.topic, topic_id=wanted.topic_id,
                                 partitions=partitions))
-        return out, total, errors
+            sizes.append(total - before)
+        return out, sizes, errors
 
     def _partition(self, name: str | None, part, missing: ErrorCode, remaining: int,
                    first: bool) -> object:
@@ -69,16 +70,29 @@ class _Plan:
         if name is None:
             entry.error_code = missing
             return entry
-        store = self.broker.store
+        broker = self.broker
+        topic = broker.topic(name)
+        if topic is None or not 0 <= part.partition < topic.partitions:
+            entry.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            return entry
+        stable = broker.last_stable_offset(topic, part.partition)
         budget = min(part.partition_max_bytes, remaining)
-        result = store.read(name, part.partition, part.fetch_offset, budget, min_one=first)
+        result = broker.store.read(name, part.partition, part.fetch_offset, budget,
+                                   min_one=first, upto=stable if self.read_committed else None)
         entry.error_code = STORE_ERRORS[result.status]
         if result.status is StoreStatus.UNKNOWN_TOPIC_OR_PARTITION:
             return entry
-        entry.high_watermark = entry.last_stable_offset = result.log_end_offset
+        entry.high_watermark = result.log_end_offset
+        entry.last_stable_offset = min(stable, result.log_end_offset)
         entry.log_start_offset = result.log_start_offset
         if result.status is StoreStatus.OK and result.buffers:
             entry.records = result.buffers
+            if self.read_committed:
+                entry.aborted_transactions = [
+                    Response.AbortedTransaction(producer_id=a.producer_id,
+                                                first_offset=a.first_offset)
+                    for a in broker.producers.txns.aborted_between(
+                        (topic.topic_id, part.partition), part.fetch_offset, result.next_offset)]
         return entry
 
 
@@ -90,13 +104,14 @@ async def handle(ctx: RequestContext, request) -> object:
     deadline = time.monotonic() + max(0, request.max_wait_ms) / 1000
     watched = plan.watched()
     while True:
-        topics, total, errors = plan.read()
+        topics, sizes, errors = plan.read()
         left = deadline - time.monotonic()
-        if total >= request.min_bytes or errors or left <= 0 or not watched:
+        if sum(sizes) >= request.min_bytes or errors or left <= 0 or not watched:
             break
         if not await ctx.broker.fetch_waiters.wait(watched, left):
-            topics, _, _ = plan.read()
+            topics, sizes, _ = plan.read()
             break
+    ctx.broker.metrics.on_fetch([name for _, name, _ in plan.topics], topics, sizes)
     return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0,
                     responses=topics)
 

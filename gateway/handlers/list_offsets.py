@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
+from engine.topic_table import TopicRecord
 from gateway.broker import LEADER_EPOCH, Broker
 from gateway.request_context import RequestContext
 from protocol import messages
@@ -23,18 +24,23 @@ MAX_TIMESTAMP = -3  # v7+
 EARLIEST_LOCAL = -4  # v8+ (tiered storage: the local log is the whole log here)
 LATEST_TIERED = -5  # v9+ (no tiered storage: nothing is tiered)
 EARLIEST_PENDING_UPLOAD = -6  # v11+, not served
+READ_COMMITTED = 1
 
 Response = messages.get("ListOffsetsResponse").cls
 TopicOut = Response.ListOffsetsTopicResponse
 PartitionOut = Response.ListOffsetsPartitionResponse
 
 
-async def _lookup(broker: Broker, topic: str, partition: int, timestamp: int
-                  ) -> tuple[int, int]:
-    """(offset, timestamp) for one query; -1, -1 when no record qualifies."""
+async def _lookup(broker: Broker, topic: TopicRecord, partition: int, timestamp: int,
+                  committed: bool) -> tuple[int, int]:
+    """(offset, timestamp) for one query; -1, -1 when no record qualifies. Latest is the
+    last stable offset for read_committed."""
     store = broker.store
     if timestamp == LATEST:
-        return store.log_end_offset(topic, partition), -1
+        if committed:
+            return broker.last_stable_offset(topic, partition), -1
+        return store.log_end_offset(topic.name, partition), -1
+    topic = topic.name
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return store.log_start_offset(topic, partition), -1
     if timestamp == LATEST_TIERED:
@@ -48,7 +54,7 @@ async def _lookup(broker: Broker, topic: str, partition: int, timestamp: int
     return -1, -1
 
 
-async def _partition(ctx: RequestContext, name: str, part) -> object:
+async def _partition(ctx: RequestContext, name: str, part, committed: bool) -> object:
     broker = ctx.broker
     out = PartitionOut(partition_index=part.partition_index, timestamp=-1, offset=-1,
                        leader_epoch=-1)
@@ -59,14 +65,15 @@ async def _partition(ctx: RequestContext, name: str, part) -> object:
     if part.timestamp <= EARLIEST_PENDING_UPLOAD:
         out.error_code = ErrorCode.UNSUPPORTED_VERSION
         return out
-    out.offset, out.timestamp = await _lookup(broker, name, part.partition_index,
-                                              part.timestamp)
+    out.offset, out.timestamp = await _lookup(broker, topic, part.partition_index,
+                                              part.timestamp, committed)
     out.leader_epoch = LEADER_EPOCH
     return out
 
 
 async def handle(ctx: RequestContext, request) -> object:
-    topics = [TopicOut(name=t.name,
-                       partitions=[await _partition(ctx, t.name, p) for p in t.partitions])
+    committed = request.isolation_level == READ_COMMITTED  # v2+; v1 reads uncommitted
+    topics = [TopicOut(name=t.name, partitions=[await _partition(ctx, t.name, p, committed)
+                                                for p in t.partitions])
               for t in request.topics]
     return Response(throttle_time_ms=0, topics=topics)

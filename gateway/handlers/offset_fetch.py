@@ -3,10 +3,13 @@
 Partitions without a committed offset get offset -1 and empty metadata, with no error, as in
 Kafka; a null topic list (v2+) asks for every committed offset of the group. v8+ ask for
 several groups at once; v10 names topics by id (unknown ids get UNKNOWN_TOPIC_ID).
-``require_stable`` (v7+) needs nothing: there are no pending transactional offsets.
+With ``require_stable`` (v7+), a partition that a transaction still holds an offset for
+(TxnOffsetCommit before its EndTxn) gets UNSTABLE_OFFSET_COMMIT and offset -1, as in Kafka:
+the client retries until the transaction has ended; without it the committed offset is shown.
 """
 from __future__ import annotations
 
+from gateway.groups.offsets import OffsetManager
 from gateway.groups.records import OffsetValue
 from gateway.groups.topics import topic_id_of, topic_name
 from gateway.request_context import RequestContext
@@ -22,12 +25,16 @@ NO_OFFSET = OffsetValue(-1, -1, "", -1)
 Row = tuple[str | None, object, list[tuple[int, OffsetValue, ErrorCode]]]  # name, id, partitions
 
 
-def _rows(ctx: RequestContext, group_id: str, topics, by_id: bool) -> list[Row]:
+def _rows(ctx: RequestContext, group_id: str, topics, by_id: bool, stable: bool) -> list[Row]:
     broker = ctx.broker
     offsets = broker.groups.offsets
+
+    def partitions(name: str, parts: list[tuple[int, OffsetValue | None]]
+                   ) -> list[tuple[int, OffsetValue, ErrorCode]]:
+        return [_partition(offsets, group_id, name, p, v, stable) for p, v in parts]
     if topics is None:
         found = offsets.fetch(group_id, None)
-        rows = [(name, topic_id_of(broker, name), [(p, v, ErrorCode.NONE) for p, v in parts])
+        rows = [(name, topic_id_of(broker, name), partitions(name, parts))
                 for name, parts in found]
         return [row for row in rows if row[1] is not None or not by_id]
     rows = []
@@ -39,13 +46,20 @@ def _rows(ctx: RequestContext, group_id: str, topics, by_id: bool) -> list[Row]:
                                                 for p in topic.partition_indexes]))
             continue
         [(_, parts)] = offsets.fetch(group_id, [(name, list(topic.partition_indexes))])
-        rows.append((name, topic_id, [(p, v or NO_OFFSET, ErrorCode.NONE) for p, v in parts]))
+        rows.append((name, topic_id, partitions(name, parts)))
     return rows
 
 
-def _group(ctx: RequestContext, wanted) -> object:
+def _partition(offsets: OffsetManager, group_id: str, topic: str, partition: int,
+               value: OffsetValue | None, stable: bool) -> tuple[int, OffsetValue, ErrorCode]:
+    if stable and offsets.pending(group_id, topic, partition):
+        return partition, NO_OFFSET, ErrorCode.UNSTABLE_OFFSET_COMMIT
+    return partition, value or NO_OFFSET, ErrorCode.NONE
+
+
+def _group(ctx: RequestContext, wanted, stable: bool) -> object:
     by_id = ctx.api_version >= 10
-    rows = _rows(ctx, wanted.group_id, wanted.topics, by_id)
+    rows = _rows(ctx, wanted.group_id, wanted.topics, by_id, stable)
     return Response.OffsetFetchResponseGroup(
         group_id=wanted.group_id, error_code=ErrorCode.NONE, topics=[
             Response.OffsetFetchResponseTopics(name=name, topic_id=topic_id, partitions=[
@@ -58,8 +72,9 @@ def _group(ctx: RequestContext, wanted) -> object:
 
 async def handle(ctx: RequestContext, request) -> object:
     if ctx.api_version >= 8:
-        return Response(throttle_time_ms=0, groups=[_group(ctx, g) for g in request.groups])
-    rows = _rows(ctx, request.group_id, request.topics, False)
+        return Response(throttle_time_ms=0, groups=[_group(ctx, g, request.require_stable)
+                                                     for g in request.groups])
+    rows = _rows(ctx, request.group_id, request.topics, False, request.require_stable)
     return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, topics=[
         Response.OffsetFetchResponseTopic(name=name, partitions=[
             Response.OffsetFetchResponsePartition(

@@ -136,6 +136,17 @@ def _append(ctx: RequestContext, topic, index: int, records) -> tuple[object, in
     if check.newest[0] != batch.max_timestamp:  # Kafka stores the newest record's, whatever
         set_max_timestamp(records, check.newest[0])  # was sent
         batch = batch._replace(max_timestamp=check.newest[0])
+    if batch.is_transactional:  # only inside its producer's transaction (Kafka 3.6+ verifies)
+        error = broker.transactions.verify_produce(batch.producer_id, batch.producer_epoch,
+                                                   name, index)
+        if error is not ErrorCode.NONE:
+            log.info("transactional produce to %s-%d from %s (producer %d epoch %d) refused: "
+                     "%s", name, index, ctx.who(), batch.producer_id, batch.producer_epoch,
+                     error.name)
+            if error is ErrorCode.INVALID_PRODUCER_ID_MAPPING:
+                error = ErrorCode.INVALID_TXN_STATE  # what Kafka's verification answers
+            return _fail(out, error, f"the batch of producer {batch.producer_id} is not part "
+                                     f"of an ongoing transaction with {name}-{index}"), -1
     verdict = broker.producers.check(topic.topic_id, index, batch)
     if verdict.error is not ErrorCode.NONE:
         log.info("produce to %s-%d from %s refused: %s", name, index, ctx.who(), verdict.message)
@@ -155,6 +166,7 @@ def _append(ctx: RequestContext, topic, index: int, records) -> tuple[object, in
         log.log(level, "append to %s-%d from %s failed: %s", name, index, ctx.who(),
                 result.error)
         return _fail(out, STORE_ERRORS[result.status], result.error or None), -1
+    broker.metrics.on_produce(name, len(records), batch.record_count)
     timestamp = batch.max_timestamp if result.log_append_time < 0 else result.log_append_time
     broker.producers.record(topic.topic_id, index, batch, result.base_offset, timestamp,
                             result.phy_end)
@@ -191,6 +203,8 @@ async def handle(ctx: RequestContext, request) -> object | None:
         if status is not StoreStatus.OK:
             for out, _ in waits:
                 _fail(out, STORE_ERRORS[status], f"not durable: {status.value}")
+    broker.metrics.partition_errors(
+        "Produce", (p.error_code for t in topics_out for p in t.partition_responses))
     if acks == 0:
         return None
     return Response(responses=topics_out, throttle_time_ms=0)

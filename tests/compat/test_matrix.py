@@ -1,8 +1,8 @@
 """The compatibility matrix against a freshly started CommitGate: one broker, one driver process
-per client running every scenario (compat_tests/). Each client's cells must pass, except the
-expected failures below, each with its reason; an expected failure that passes fails too, so
-the list shrinks as features land. A client that is skipped (its runtime is missing) fails:
-CI must run every client; COMMITGATE_ALLOW_MISSING_CLIENTS=1 turns that into a skip locally.
+per client running every scenario (compat_tests/). Each client's cells must pass (or be n/a,
+with the client's reason, compat_tests/clients.py). A client that is skipped (its runtime is
+missing) fails: CI must run every client; COMMITGATE_ALLOW_MISSING_CLIENTS=1 turns that into a
+skip locally.
 kcat comes from Debian: installed here (as root, as CI runs) when it is missing."""
 from __future__ import annotations
 
@@ -18,10 +18,6 @@ from gateway.launcher import BrokerProcess
 
 ALLOW_MISSING = "COMMITGATE_ALLOW_MISSING_CLIENTS"
 APT_TIMEOUT_S = 600
-EXPECTED_FAILURES = {
-    "transactions": "no transaction coordinator yet: InitProducerId with a transactional id "
-                    "is refused (docs/skipped_features.md)",
-}
 
 
 def _install_kcat() -> None:
@@ -57,9 +53,5 @@ def test_client_passes_its_scenarios(matrix, client):
         if os.environ.get(ALLOW_MISSING) == "1":
             pytest.skip(f"{reason} ({ALLOW_MISSING}=1)")
         pytest.fail(f"{reason}: every client must run in CI ({ALLOW_MISSING}=1 skips locally)")
-    failed = {name: cell.detail for name, cell in result.cells.items()
-              if cell.status == "fail" and name not in EXPECTED_FAILURES}
+    failed = {name: cell.detail for name, cell in result.cells.items() if cell.status == "fail"}
     assert not failed, f"{client} ({result.version}) failed: {failed}"
-    passing = sorted(name for name in EXPECTED_FAILURES
-                     if result.cells.get(name) and result.cells[name].status == "pass")
-    assert not passing, f"{client} now passes {passing}: remove them from EXPECTED_FAILURES"

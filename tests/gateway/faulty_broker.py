@@ -5,6 +5,9 @@ Faults are marker files in the directory named by ``COMMITGATE_FAULTS``:
 - ``fdatasync-commitlog``: while it exists, fdatasync of a CommitLog segment fails with EIO.
 - ``raise-<task>``: the next step of that background task raises RuntimeError; the marker is
   removed when it fires (one shot). Tasks and steps are listed in ``STEPS``.
+- ``exit-before-markers`` / ``exit-after-markers``: the process dies at once (as by SIGKILL)
+  when the transaction coordinator is about to write a finished transaction's markers, or
+  has written them but not yet logged the transaction complete.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from engine.group_commit_service import GroupCommitService
 from engine.index_builder import IndexBuilder
 from gateway.groups.offsets import OffsetManager
 from gateway.producer_snapshot_service import ProducerSnapshotService
+from gateway.transactions.markers import MarkerWriter
 
 FAULTS = Path(os.environ.get("COMMITGATE_FAULTS", "/nonexistent"))
 
@@ -68,8 +72,22 @@ def _failing_fdatasync() -> None:
     os.fdatasync = fdatasync
 
 
+def _dying_marker_writer() -> None:
+    original = MarkerWriter.__call__
+
+    async def write(self, *args, **kwargs):
+        if (FAULTS / "exit-before-markers").exists():
+            os._exit(9)
+        done = await original(self, *args, **kwargs)
+        if (FAULTS / "exit-after-markers").exists():
+            os._exit(9)
+        return done
+    MarkerWriter.__call__ = write
+
+
 if __name__ == "__main__":
     _failing_fdatasync()
+    _dying_marker_writer()
     for task, (cls, name) in STEPS.items():
         _inject(task, cls, name)
     app()

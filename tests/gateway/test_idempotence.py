@@ -62,11 +62,17 @@ def test_init_producer_id_needs_both_id_and_epoch(client, producer_id, epoch):
         (ErrorCode.INVALID_REQUEST, -1, -1)
 
 
-def test_init_producer_id_refuses_transactional_ids(client):
+def test_init_producer_id_with_a_transactional_id_bumps_its_epoch(client):
     assert init_producer_id(client, transactional_id="").error_code == ErrorCode.INVALID_REQUEST
-    out = init_producer_id(client, transactional_id="txn-1")
-    assert (out.error_code, out.producer_id) == (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                                 -1)
+    first = init_producer_id(client, transactional_id="txn-1")
+    again = init_producer_id(client, transactional_id="txn-1")
+    assert (first.error_code, first.producer_epoch) == (ErrorCode.NONE, 0)
+    assert (again.error_code, again.producer_id, again.producer_epoch) == (
+        ErrorCode.NONE, first.producer_id, 1)
+    # KIP-360: only the current producer of the id may re-initialise with its id and epoch
+    stale = init_producer_id(client, transactional_id="txn-1", producer_id=first.producer_id,
+                             epoch=0)
+    assert (stale.error_code, stale.producer_id) == (ErrorCode.PRODUCER_FENCED, -1)
 
 
 @pytest.mark.parametrize("acks", [1, -1])

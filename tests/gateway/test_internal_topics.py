@@ -17,6 +17,7 @@ PRODUCE, METADATA, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 0, 3, 19, 20, 
 CREATE_PARTITIONS = 37
 OFFSETS, TRANSACTIONS = "__consumer_offsets", "__transaction_state"
 OFFSETS_PARTITIONS = 5
+TXN_PARTITIONS = 3
 
 Create = messages.get("CreateTopicsRequest").cls
 Delete = messages.get("DeleteTopicsRequest").cls
@@ -29,7 +30,8 @@ Metadata = messages.get("MetadataRequest").cls
 @pytest.fixture
 def internal_broker(tmp_path) -> BrokerProcess:
     process = BrokerProcess(tmp_path / "data",
-                            {"offsets.topic.num.partitions": str(OFFSETS_PARTITIONS)})
+                            {"offsets.topic.num.partitions": str(OFFSETS_PARTITIONS),
+                             "transaction.state.log.num.partitions": str(TXN_PARTITIONS)})
     process.start()
     yield process
     process.kill()
@@ -129,12 +131,11 @@ def test_clients_cannot_create_internal_topics_in_another_shape(internal_broker)
             assert _metadata(client, name).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             deleted = _delete_by_name(client, name, 6)
             assert deleted.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        # auto-creation makes the offsets topic in the coordinator's shape, and no other
-        created = _metadata(client, OFFSETS, auto_create=True)
-        assert created.error_code == ErrorCode.NONE and created.is_internal
-        assert len(created.partitions) == OFFSETS_PARTITIONS
-        assert _metadata(client, TRANSACTIONS, auto_create=True).error_code == \
-            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        # auto-creation makes each internal topic in its coordinator's shape, and no other
+        for name, partitions in ((OFFSETS, OFFSETS_PARTITIONS), (TRANSACTIONS, TXN_PARTITIONS)):
+            created = _metadata(client, name, auto_create=True)
+            assert created.error_code == ErrorCode.NONE and created.is_internal
+            assert len(created.partitions) == partitions
         assert _create(client, "orders", 2).error_code == ErrorCode.NONE
         assert commit(client, "g", [(1, 5, 1)]) == [ErrorCode.NONE]
         assert fetch(client, "g", [1]) == {1: (5, 1, "", ErrorCode.NONE)}

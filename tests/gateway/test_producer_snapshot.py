@@ -86,7 +86,7 @@ def test_a_snapshot_plus_the_tail_after_it(tmp_path):
             for seq in range(0, 6, 2):
                 produce(store, keeper.state, "t", batch(seq))
             await keeper.round()
-            covered, entries = producer_snapshot.read(keeper.path)
+            covered, entries, _ = producer_snapshot.read(keeper.path)
             assert covered == keeper.state.covered and len(entries) == 1
             for seq in range(6, 10, 2):
                 produce(store, keeper.state, "t", batch(seq))
@@ -166,8 +166,9 @@ def test_expired_producers_are_not_restored(tmp_path):
     asyncio.run(body())
 
 
-@pytest.mark.parametrize("data", [b"", b"[]", b'{"version": 2, "covered": 0, "producers": []}',
-                                  b'{"version": 1, "covered": 0, "producers": [[1, "x", 0, 0, []]]}',
+@pytest.mark.parametrize("data", [b"", b"[]", b'{"version": 3, "covered": 0, "producers": []}',
+                                  (b'{"version": 2, "covered": 0, "producers": [], '
+                                   b'"open_txns": [["x", 0]]}'),
                                   b'{"version": 1, "covered": 0, "producers": [[1, "x", 0]]}'])
 def test_malformed_snapshots_raise_value_error(data):
     with pytest.raises(ValueError):

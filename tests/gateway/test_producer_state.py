@@ -6,8 +6,15 @@ import time
 import pytest
 
 from gateway.producer_state import CACHED_BATCHES, MAX_SEQUENCE, ProducerStateManager
+from gateway.transactions.partition_txns import AbortedTxn
 from protocol.errors import ErrorCode
-from protocol.record_batch import build_batch, read_header
+from protocol.record_batch import (
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
+    build_batch,
+    build_control_batch,
+    read_header,
+)
 
 TOPIC = "3f1c7a52-0000-4000-8000-000000000001"
 PID = 7
@@ -111,11 +118,43 @@ def test_a_producer_id_without_a_sequence_is_an_invalid_record(log):
     assert log.send(header(-1)).error is ErrorCode.INVALID_RECORD
 
 
-def test_transactional_batches_are_refused_until_transactions_exist(log):
-    log.send(header(0, epoch=2))
-    assert log.send(header(1, epoch=2, transactional=True)).error is ErrorCode.INVALID_TXN_STATE
-    assert log.send(header(1, epoch=1, transactional=True)).error is \
-        ErrorCode.INVALID_PRODUCER_EPOCH
+def marker(commit: bool, *, epoch: int = 0, pid: int = PID):
+    return read_header(build_control_batch(commit, pid, epoch, 1_000))
+
+
+def record_marker(log: Log, commit: bool, epoch: int = 0) -> int:
+    offset = log.end
+    log.state.record(TOPIC, 0, marker(commit, epoch=epoch), offset, 1_000, offset + 100,
+                     CONTROL_COMMIT if commit else CONTROL_ABORT)
+    log.end += 1
+    return offset
+
+
+def test_transactions_set_the_stable_offset_and_markers_close_them(log):
+    txns, key = log.state.txns, (TOPIC, 0)
+    log.send(header(0, 2))  # offsets 0-1, outside any transaction
+    assert txns.stable_offset(key, log.end) == 2
+    log.send(header(2, 3, transactional=True))  # offsets 2-4 open a transaction
+    log.send(header(0, 1, pid=PID + 1, transactional=True))  # offset 5, another producer's
+    assert txns.stable_offset(key, log.end) == 2
+    aborted_at = record_marker(log, commit=False)  # offset 6: producer PID aborts
+    assert txns.stable_offset(key, log.end) == 5
+    assert txns.aborted_between(key, 0, log.end) == [AbortedTxn(PID, 2, aborted_at)]
+    assert txns.aborted_between(key, aborted_at + 1, log.end) == []
+    # sequences carry on across a marker, which has none of its own
+    assert log.send(header(5, 1, transactional=True)).error is ErrorCode.NONE
+    log.state.record(TOPIC, 0, marker(True, pid=PID + 1), log.end, 1_000, log.end + 100,
+                     CONTROL_COMMIT)
+    log.end += 1
+    assert txns.stable_offset(key, log.end) == 7  # PID's new transaction, from offset 7
+    assert txns.open_producers(key) == {PID: 7}
+
+
+def test_a_marker_with_a_newer_epoch_fences_the_older_one(log):
+    log.send(header(0, 1, transactional=True))
+    record_marker(log, commit=False, epoch=1)  # the coordinator's fencing abort
+    assert log.send(header(1, 1, transactional=True)).error is ErrorCode.INVALID_PRODUCER_EPOCH
+    assert log.send(header(0, 1, epoch=1, transactional=True)).error is ErrorCode.NONE
 
 
 def test_producers_expire_by_their_last_batch_timestamp(log):

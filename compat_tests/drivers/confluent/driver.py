@@ -106,13 +106,14 @@ class Driver:
                              headers=[(k, bytes_of(v)) for k, v in r["headers"]] or None,
                              timestamp=r.get("timestamp") or 0,
                              on_delivery=functools.partial(on_delivery, index), **extra)
+        # flushed before the transaction ends: abort_transaction purges what is still queued
+        if producer.flush(TIMEOUT_S) != 0:
+            raise RuntimeError("records left undelivered")
         if config.get("transactional_id"):
             if config.get("abort"):
                 producer.abort_transaction(TIMEOUT_S)
             else:
                 producer.commit_transaction(TIMEOUT_S)
-        if producer.flush(TIMEOUT_S) != 0:
-            raise RuntimeError("records left undelivered")
         if errors:
             raise KafkaException(errors[0])
         return {"sent": sent}

@@ -2,14 +2,16 @@
 // line, one answer per stdout line. Usage: node driver.js BOOTSTRAP
 //
 // kafkajs's Consumer only works inside a consumer group, so consumers on assigned partitions
-// read with kafkajs's own Fetch request and record decoder through the client's cluster object
-// (the wire code its Consumer uses, without the group); their commits go through the admin.
+// read with kafkajs's own Fetch request, record decoder and Batch (the consumer's filtering of
+// control records and aborted transactions) through the client's cluster object (the wire code
+// its Consumer uses, without the group); their commits go through the admin.
 // Records are placed by kafkajs's DefaultPartitioner (murmur2) before one send, so that each
 // record's partition and offset are known.
 'use strict'
 
 const readline = require('readline')
 const { Kafka, CompressionTypes, CompressionCodecs, Partitioners, ConfigResourceTypes, logLevel } = require('kafkajs')
+const Batch = require('kafkajs/src/consumer/batch')  // not exported: the consumer's filtering
 const snappy = require('snappyjs')
 const lz4 = require('lz4js')
 const { compressFrame: lz4Frame } = require('./lz4frame')
@@ -150,11 +152,11 @@ async function pollAssigned (c, count, maxMs) {
       })
       for (const { partitions: parts } of response.responses) {
         for (const part of parts) {
-          for (const m of part.messages) {
-            if (Number(m.offset) < c.offsets[part.partition] || m.isControlRecord) continue  // fetch began mid-batch
-            out.push(recordOut(part.partition, m))
-            c.offsets[part.partition] = Number(m.offset) + 1
-          }
+          // the consumer's own batch: drops records before the fetch offset, control records
+          // and, with read_committed, records of the aborted transactions the response lists
+          const batch = new Batch(c.topic, String(c.offsets[part.partition]), part)
+          out.push(...batch.messages.map(m => recordOut(part.partition, m)))
+          if (!batch.isEmptyIncludingFiltered()) c.offsets[part.partition] = Number(batch.lastOffset()) + 1
         }
       }
     }

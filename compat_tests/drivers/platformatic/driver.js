@@ -17,6 +17,7 @@ const [bootstrap] = process.argv.slice(2)
 const base = { clientId: 'commitgate-compat', bootstrapBrokers: [bootstrap], retries: 3 }
 const admin = new Admin(base)
 const consumers = new Map()
+const transactionalProducers = new Map() // transactional id -> its one Producer
 const ASSIGN_ONLY_GROUP = 'commitgate-compat-assign-only' // a Consumer needs a group id
 const FETCH_WAIT_MS = 100
 const MAX_BYTES = 16 << 20
@@ -40,12 +41,29 @@ function messageIn (topic, r) {
   return m
 }
 
-async function produce ({ topic, records, config }) {
-  const idempotent = !!config.idempotent || !!config.transactional_id
-  const producer = new Producer({
-    ...base, idempotent, transactionalId: config.transactional_id || undefined, autocreateTopics: true,
+const isIdempotent = config => !!config.idempotent || !!config.transactional_id
+
+function producerFor (config) {
+  return new Producer({
+    ...base, idempotent: isIdempotent(config), transactionalId: config.transactional_id || undefined, autocreateTopics: true,
     compression: config.compression || 'none'
   })
+}
+
+// One producer per transactional id, kept to the end, as an application keeps it: a new one
+// sends InitProducerId with producer id 0 and epoch 0 (not -1/-1), which Kafka answers with
+// PRODUCER_FENCED once the id has a producer (KIP-360).
+function transactionalProducer (config) {
+  if (!transactionalProducers.has(config.transactional_id)) {
+    transactionalProducers.set(config.transactional_id, producerFor(config))
+  }
+  return transactionalProducers.get(config.transactional_id)
+}
+
+async function produce ({ topic, records, config }) {
+  const transactional = !!config.transactional_id
+  const idempotent = isIdempotent(config)
+  const producer = transactional ? transactionalProducer(config) : producerFor(config)
   try {
     const messages = records.map(r => messageIn(topic, r))
     const placed = new Map() // message -> the partitioner's choice, before the library's modulo
@@ -55,7 +73,7 @@ async function produce ({ topic, records, config }) {
     const acks = ACKS[config.acks ?? 'all']
     const options = { messages, acks: idempotent ? ProduceAcks.ALL : acks, partitioner }
     let result
-    if (config.transactional_id) {
+    if (transactional) {
       const transaction = await producer.beginTransaction()
       result = await transaction.send(options)
       await (config.abort ? transaction.abort() : transaction.commit())
@@ -71,7 +89,7 @@ async function produce ({ topic, records, config }) {
     })
     return { sent }
   } finally {
-    await producer.close()
+    if (!transactional) await producer.close()
   }
 }
 
@@ -249,6 +267,7 @@ async function main () {
     process.stdout.write(JSON.stringify(answer) + '\n')
   }
   for (const name of [...consumers.keys()]) await close({ name })
+  for (const producer of transactionalProducers.values()) await producer.close()
   await admin.close()
 }
 
