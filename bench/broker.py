@@ -51,18 +51,23 @@ NO_TRANSACTIONS = "n/a: no transactions"
 FLAMED = (PRODUCE_ACKS1, FETCH_1, PRODUCE_TXN, FETCH_COMMITTED)  # --profile-broker's workloads
 
 
-def start_targets(root: Path, against: list[str], peers: bool, console: Console) -> list[Target]:
+def start_targets(root: Path, against: list[str], peers: bool, console: Console,
+                  left_out: list[str]) -> list[Target]:
+    """The brokers of the run; peers that could not be measured are added to ``left_out``
+    with the reason (the table's caption repeats them)."""
     targets = [start_commitgate(root), start_commitgate(root, "SYNC_FLUSH")]
     for name, (start, install) in PEERS.items() if peers else ():
         try:
             peer = start(root)
         except RuntimeError as exc:
-            console.print(f"[yellow]{name} did not start ({exc}): left out[/]")
+            left_out.append(f"{name}: did not start ({exc})")
             continue
         if peer is None:
-            console.print(f"[yellow]{name} not installed ({install}): left out[/]")
+            left_out.append(f"{name}: not installed in this environment ({install})")
         else:
             targets.append(peer)
+    for reason in left_out:
+        console.print(f"[yellow]left out: {reason}[/]")
     return targets + [by_address(spec) for spec in against]
 
 
@@ -224,9 +229,11 @@ def _cpu_total(targets: list[Target]) -> float | None:
     return sum(seconds) if seconds else None
 
 
-def report(targets: list[Target], profile: Profile, console: Console) -> list[dict]:
+def report(targets: list[Target], profile: Profile, console: Console,
+           left_out: list[str] = ()) -> list[dict]:
     """The table of medians (each peer's ratio to CommitGate in brackets); returns its rows."""
-    table = Table(title="Median of rounds (in brackets: x CommitGate's figure)")
+    table = Table(title="Median of rounds (in brackets: x CommitGate's figure)",
+                  caption="Left out: " + "; ".join(left_out) if left_out else None)
     table.add_column("workload")
     table.add_column("figure")
     for target in targets:
@@ -296,7 +303,8 @@ def main(profile_name: str = "quick", against: list[str] | None = None, out: Pat
     out.mkdir(parents=True, exist_ok=True)
     started = time.time()
     root = Path(tempfile.mkdtemp(prefix="commitgate-bench-"))
-    targets = start_targets(root, against or [], peers, console)
+    left_out: list[str] = []
+    targets = start_targets(root, against or [], peers, console, left_out)
     try:
         harness = Harness(targets, profile, console)
         harness.run()
@@ -307,7 +315,7 @@ def main(profile_name: str = "quick", against: list[str] | None = None, out: Pat
         for target in targets:
             target.stop()
         shutil.rmtree(root, ignore_errors=True)
-    rows = report(targets, profile, console)
+    rows = report(targets, profile, console, left_out)
     shares = ratios(targets, profile, console)
     console.print(f"wrote {write_json(out, profile_name, targets, rows, shares, started)}")
     for chart in charts.draw(targets, profile, out):

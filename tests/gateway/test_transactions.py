@@ -25,6 +25,7 @@ from tests.gateway.idempotent_wire import (
     stored,
 )
 from tests.gateway.test_faults import FaultyBroker
+from tests.waiting import wait_until
 
 DEADLINE_S = 60.0
 ADD_PARTITIONS, ADD_OFFSETS, END_TXN, LIST_OFFSETS = 24, 25, 26, 2
@@ -87,13 +88,6 @@ def read_all(bootstrap: str, topic: str, committed: bool, partitions: int = 3) -
         return [v for p in range(partitions) for v in values[p]]
     finally:
         consumer.close()
-
-
-def wait_until(condition, what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def latest(bootstrap: str, topic: str, partition: int, committed: bool) -> int:

@@ -19,6 +19,7 @@ from pipeline.exactly_once import ATTEMPT_HEADER, MARKER_TOPIC_PREFIX, TaskIdent
 from pipeline.kafka_write import write_exactly_once
 from pipeline.options import parse_write
 from tests.pipeline.test_source import create_topic, produce
+from tests.waiting import wait_until
 
 DEADLINE_S = 300.0
 
@@ -51,13 +52,6 @@ def end_total(bootstrap: str, topic: str) -> int:
         consumer.close()
 
 
-def wait_until(condition, what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
-
-
 def rows(first: int, count: int) -> pa.RecordBatch:
     return pa.RecordBatch.from_pydict({
         "key": [f"k{i}" for i in range(first, first + count)],
@@ -75,7 +69,8 @@ def test_a_task_retried_after_a_partial_write_writes_the_rest_once(broker):
     def dying() -> Iterator[pa.RecordBatch]:
         """The first two batches, then the executor is lost once some records landed."""
         yield from batches[:2]
-        wait_until(lambda: end_total(bootstrap, "eo-task") >= 500, "the first records")
+        wait_until(lambda: end_total(bootstrap, "eo-task") >= 500, "the first records",
+                   deadline_s=DEADLINE_S)
         raise RuntimeError("executor lost")
 
     with pytest.raises(RuntimeError, match="executor lost"):
@@ -121,7 +116,8 @@ def kill_session(driver: subprocess.Popen) -> None:
         except ProcessLookupError:
             pass
     driver.wait(timeout=60)
-    wait_until(lambda: not session_pids(driver.pid), "the killed driver's processes to go")
+    wait_until(lambda: not session_pids(driver.pid), "the killed driver's processes to go",
+               deadline_s=DEADLINE_S)
 
 
 def start_job(bootstrap: str, checkpoint: Path, log: Path) -> subprocess.Popen:
@@ -141,7 +137,7 @@ def test_a_driver_killed_mid_stream_restarts_without_duplicates(broker, tmp_path
     driver = start_job(bootstrap, checkpoint, log)
     try:
         wait_until(lambda: end_total(bootstrap, "eo-out") >= 600 or driver.poll() is not None,
-                   "the first micro-batches")
+                   "the first micro-batches", deadline_s=DEADLINE_S)
         assert driver.poll() is None, log.read_text()[-3000:]
     finally:
         kill_session(driver)
