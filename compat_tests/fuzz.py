@@ -68,6 +68,8 @@ EDGE_TOPICS = ("", ".", "..", "x" * 249, "x" * 250, "fuzz/0", "тема", INTERN
                "fuzz\x00", "__transaction_state")
 # Kafka 4 advertises Produce from v0 for librdkafka but refuses v0-v2 (KAFKA-18659)
 REFUSED_THOUGH_ADVERTISED = {0: 3}
+# Kafka's parser refuses an ACL request holding an UNKNOWN (0) code by closing the connection
+CLOSED_ON_PARSE = frozenset({29, 30, 31})  # DescribeAcls, CreateAcls, DeleteAcls
 DESTRUCTIVE_APIS = frozenset({20, 21, 37})  # DeleteTopics, DeleteRecords, CreatePartitions
 GROUPS = ("fuzz-group-0", "fuzz-group-1", "")
 TOPIC_CONFIGS = ("retention.ms", "cleanup.policy", "max.message.bytes", "compression.type",
@@ -408,7 +410,8 @@ class CaseGenerator:
         roll = rng.random()
         if roll < 0.5:
             low = max(low, REFUSED_THOUGH_ADVERTISED.get(api_key, low))
-            checked = values.schema_valid and low <= version <= high
+            checked = values.schema_valid and low <= version <= high and \
+                api_key not in CLOSED_ON_PARSE
             return Case(number, api_key, version, "valid", _sized(body), True, checked)
         if roll < 0.9:
             how = rng.choice(tuple(MUTATIONS))

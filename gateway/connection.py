@@ -218,6 +218,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.broker.metrics.answered(handler.name, received,
                                          getattr(response, "error_code", ErrorCode.NONE))
             return True
+        except DecodeError as exc:  # a check Kafka makes when it parses the request: it closes
+            self.broker.network.malformed_requests += 1
+            self.listener.peer_log.warning(self.host, "%s sent %s v%d: %s; closing", self.peer,
+                                           handler.name, header.api_version, exc)
+            return False
         except Exception as exc:  # a bug, logged with its traceback; the connection closes
             log.error("%s v%d from %s (client %r) failed; closing the connection",
                       handler.name, header.api_version, self.peer, header.client_id,

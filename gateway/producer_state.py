@@ -176,9 +176,11 @@ class ProducerStateManager:
     def expire(self, now_ms: int, expiration_ms: int) -> int:
         """Forget producers whose last batch is ``expiration_ms`` old (Kafka's
         producer.id.expiration.ms, judged by the batch's max timestamp as Kafka does)."""
-        # an entry holding only a marker's epoch has nothing to recognise retries by
+        # an entry holding only a marker's epoch has nothing to recognise retries by; one with
+        # a transaction still open in its partition stays until the coordinator ends it (Kafka)
         old = [key for key, entry in self.entries.items()
-               if not entry.batches or now_ms - entry.last_timestamp >= expiration_ms]
+               if (not entry.batches or now_ms - entry.last_timestamp >= expiration_ms)
+               and not self.txns.is_open((key[1], key[2]), key[0])]
         return self._drop(old)
 
     def retain_topics(self, topic_ids: Iterable[str]) -> int:

@@ -77,3 +77,9 @@ class ErrorCode(enum.IntEnum):
     UNSTABLE_OFFSET_COMMIT = 88
     PRODUCER_FENCED = 90
     TRANSACTIONAL_ID_NOT_FOUND = 105
+    # the single-node admin APIs (ACLs, elections, reassignments, leader epochs)
+    SECURITY_DISABLED = 54
+    FENCED_LEADER_EPOCH = 74
+    UNKNOWN_LEADER_EPOCH = 75
+    ELECTION_NOT_NEEDED = 84
+    NO_REASSIGNMENT_IN_PROGRESS = 85

@@ -10,6 +10,7 @@ and partitions that do not exist are left out, as Kafka does.
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 from gateway.broker import Broker
 from gateway.request_context import RequestContext
@@ -21,6 +22,11 @@ VERSIONS = (1, 5)
 
 Response = messages.get("DescribeLogDirsResponse").cls
 Result = Response.DescribeLogDirsResult
+
+
+def log_dir(broker: Broker) -> Path:
+    """The one data directory, by the path clients see (AlterReplicaLogDirs takes it back)."""
+    return broker.config.store.data_dir.resolve()
 
 
 def _wanted(broker: Broker, topics) -> dict[str, list[int]]:
@@ -46,7 +52,7 @@ async def _topic(broker: Broker, name: str, partitions: list[int]) -> object:
 
 async def handle(ctx: RequestContext, request) -> object:
     broker = ctx.broker
-    data_dir = broker.config.store.data_dir.resolve()
+    data_dir = log_dir(broker)
     usage = shutil.disk_usage(data_dir)
     topics = [await _topic(broker, name, parts)
               for name, parts in _wanted(broker, request.topics).items()]

@@ -58,6 +58,10 @@ class PartitionTransactions:
             return log_end
         return min(log_end, min(state.open.values()))
 
+    def is_open(self, key: PartitionKey, producer_id: int) -> bool:
+        state = self.partitions.get(key)
+        return state is not None and producer_id in state.open
+
     def open_producers(self, key: PartitionKey) -> dict[int, int]:
         state = self.partitions.get(key)
         return dict(state.open) if state else {}

@@ -198,3 +198,12 @@ def test_replay_puts_older_copies_back_among_the_last_batches(log):
     log.end = 9
     assert [log.send(b).duplicate.base_offset for b in batches] == [0, 3, 6]
     assert log.send(header(9, 3)).error is ErrorCode.NONE
+
+
+def test_a_producer_with_an_open_transaction_does_not_expire(log):
+    now = int(time.time() * 1000)
+    log.send(header(0, 1, transactional=True, ts=now - 10_000))
+    log.send(header(0, 1, pid=PID + 1, ts=now - 10_000))
+    assert log.state.expire(now, 5_000) == 1  # only the producer outside a transaction
+    record_marker(log, commit=True)
+    assert log.state.expire(now, 5_000) == 1

@@ -1,0 +1,18 @@
+"""ListPartitionReassignments (key 46), v0: no reassignment is ever in progress on one broker,
+so the list is empty, whatever topics are asked for (Kafka's controller leaves out topics that
+do not exist and partitions not being reassigned)."""
+from __future__ import annotations
+
+from gateway.request_context import RequestContext
+from protocol import messages
+from protocol.errors import ErrorCode
+
+API_KEY = 46
+VERSIONS = (0, 0)
+
+Response = messages.get("ListPartitionReassignmentsResponse").cls
+
+
+async def handle(ctx: RequestContext, request) -> object:
+    return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
+                    topics=[])
