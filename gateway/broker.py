@@ -26,6 +26,7 @@ from gateway.producer_snapshot_service import ProducerSnapshotService
 from gateway.producer_state import ProducerStateManager
 from gateway.transactions.coordinator import TransactionCoordinator
 from gateway.transactions.markers import MarkerWriter
+from gateway.udp.stats import UdpStats
 from protocol.errors import ErrorCode
 from protocol.record_batch import control_type, read_header
 
@@ -66,6 +67,7 @@ class Broker:
         self.fetch_waiters = FetchWaiters()
         self.network = NetworkStats()  # the listener's and connections' counters
         self.metrics = RequestMetrics()  # per API and per topic, for /metrics
+        self.udp = UdpStats()  # the UDP ingest's counters (gateway/udp/)
         # what clients sent wrong, rate-limited per address (connections, Produce refusals)
         self.peer_log = PeerLog(logging.getLogger("gateway.clients"), self.network)
         self.producer_ids = ProducerIdAllocator(config.store.data_dir / "broker" / "producer_ids")

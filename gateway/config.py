@@ -74,6 +74,14 @@ class BrokerConfig:
     transaction_expire_interval_ms: int = 3_600_000
     # the admin HTTP API and /metrics (admin.listeners); None: off
     admin_listener: Endpoint | None = Endpoint("127.0.0.1", DEFAULT_ADMIN_PORT)
+    # UDP ingest (udp.*; docs/architecture.md "UDP ingest"); udp_listener None: off
+    udp_listener: Endpoint | None = None
+    udp_topic: str = ""  # the topic of datagrams that do not name one
+    udp_format: str = "raw"  # raw, tsv or json (gateway/udp/framing.py)
+    udp_linger_ms: int = 5  # a datagram waits at most this long for its batch to fill
+    udp_batch_bytes: int = 262_144  # a partition's batch is appended once this big
+    udp_receive_buffer_bytes: int = 4_194_304  # SO_RCVBUF (capped by net.core.rmem_max)
+    udp_max_datagram_bytes: int = 65_507  # larger datagrams are dropped (oversize)
     store: StoreConfig = field(default_factory=StoreConfig)
 
     @property

@@ -13,6 +13,7 @@ from gateway.broker import Broker
 from gateway.config import BrokerConfig
 from gateway.handlers import all_handlers
 from gateway.listener import Listener
+from gateway.udp.ingest import UdpIngest
 from protocol.record_batch import KafkaBodyFormat
 
 log = logging.getLogger("commitgate")
@@ -29,11 +30,16 @@ async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
     listener = Listener(broker)
     admin = AdminServer(broker, listener, config.admin_listener) if config.admin_listener \
         else None
+    udp = UdpIngest(broker) if config.udp_listener else None
     try:  # the admin API first: once Kafka clients can connect, /metrics is there too
         if admin is not None:
             await admin.start()
+        if udp is not None:  # ready before Kafka clients (and a launcher) see the broker up
+            await udp.start()
         await listener.start()
     except OSError:
+        if udp is not None:
+            await udp.stop()
         if admin is not None:
             await admin.stop()
         await store.close()
@@ -52,6 +58,8 @@ async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
     finally:
         log.info("CommitGate stopping: no new connections, finishing in-flight requests")
         listener.close()
+        if udp is not None:  # stops reading and appends what it read (before the store closes)
+            await udp.stop()
         broker.fetch_waiters.wake_all()
         await broker.groups.stop()  # answers JoinGroup/SyncGroup still waiting
         await broker.transactions.stop()

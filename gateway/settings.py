@@ -13,6 +13,7 @@ from pathlib import Path
 from engine.config import FlushDiskType
 from gateway.config import BrokerConfig, Endpoint
 from gateway.groups.assignors import ASSIGNORS
+from gateway.udp.framing import FORMATS as UDP_FORMATS
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,31 @@ def _admin_listener(text: str) -> Endpoint | None:
             or "/" in address or "," in address or not 0 < int(port) < 65536:
         raise ValueError("expected one http://HOST:PORT (plain HTTP), or nothing to turn it off")
     return Endpoint(host.strip("[]"), int(port))
+
+
+def _udp_listener(text: str) -> Endpoint | None:
+    """``udp://HOST:PORT`` (one; IPv6 hosts in brackets), or empty: no UDP ingest."""
+    text = text.strip()
+    if not text:
+        return None
+    scheme, sep, address = text.partition("://")
+    host, colon, port = address.rpartition(":")
+    if scheme.lower() != "udp" or not sep or not colon or not host or not port.isdigit() \
+            or "," in address or not 0 <= int(port) < 65536:
+        raise ValueError("expected one udp://HOST:PORT, or nothing to turn it off")
+    return Endpoint(host.strip("[]"), int(port))
+
+
+def _udp_format(text: str) -> str:
+    if text not in UDP_FORMATS:
+        raise ValueError(f"expected one of {sorted(UDP_FORMATS)}")
+    return text
+
+
+def _positive(text: str) -> int:
+    if int(text) <= 0:
+        raise ValueError("expected a positive number")
+    return int(text)
 
 
 def _per_ip_overrides(text: str) -> dict[str, int]:
@@ -94,6 +120,24 @@ SETTINGS: dict[str, Setting] = {
     "admin.listeners": Setting("admin_listener", _admin_listener,
                                "the admin HTTP API and Prometheus /metrics as http://HOST:PORT; "
                                "empty: off (default http://127.0.0.1:9644)"),
+    "udp.listeners": Setting("udp_listener", _udp_listener,
+                             "UDP ingest: datagrams become records, as udp://HOST:PORT; "
+                             "empty: off (the default)"),
+    "udp.topic": Setting("udp_topic", str, "UDP ingest: the topic of datagrams that name none"),
+    "udp.format": Setting("udp_format", _udp_format,
+                          "UDP ingest: raw (the datagram is the value, the default), tsv "
+                          "(TOPIC<TAB>KEY<TAB>VALUE) or json ({topic, key, value})"),
+    "udp.linger.ms": Setting("udp_linger_ms", int,
+                             "UDP ingest: longest wait for a partition's batch to fill (5)"),
+    "udp.batch.bytes": Setting("udp_batch_bytes", _positive,
+                               "UDP ingest: a partition's batch is appended at this size "
+                               "(262144, at most the topic's max.message.bytes)"),
+    "udp.receive.buffer.bytes": Setting(
+        "udp_receive_buffer_bytes", int,
+        "UDP ingest: the socket's SO_RCVBUF, capped by net.core.rmem_max; -1: the OS default "
+        "(4194304)"),
+    "udp.max.datagram.bytes": Setting("udp_max_datagram_bytes", _positive,
+                                      "UDP ingest: longer datagrams are dropped (65507)"),
     "node.id": Setting("node_id", int, "this broker's id (default 1)"),
     "broker.id": Setting("node_id", int, "same as node.id"),
     "num.partitions": Setting("num_partitions", int,
@@ -252,6 +296,8 @@ def broker_config(properties: dict[str, str]) -> BrokerConfig:
         owner, _, name = setting.field.rpartition(".")
         setattr(config.store if owner else config, name, value)
     config.store.__post_init__()
+    if config.udp_listener is not None and config.udp_format == "raw" and not config.udp_topic:
+        raise ValueError("udp.listeners with udp.format=raw needs udp.topic")
     return config
 
 

@@ -124,6 +124,7 @@ class BrokerCollector(Collector):
         yield from self._store()
         yield from self._groups()
         yield from self._producers()
+        yield from self._udp()
 
     def _traffic(self) -> Iterator[Metric]:
         metrics = self.broker.metrics
@@ -268,6 +269,21 @@ class BrokerCollector(Collector):
         yield GaugeMetricFamily(f"{PREFIX}_producer_states",
                                 "Idempotent producers' states, one per producer id and partition",
                                 value=len(entries))
+
+
+    def _udp(self) -> Iterator[Metric]:
+        """The UDP ingest's counts (zero while udp.listeners is off)."""
+        udp = self.broker.udp
+        yield CounterMetricFamily(f"{PREFIX}_udp_datagrams_received",
+                                  "Datagrams the UDP ingest read", value=udp.received)
+        yield CounterMetricFamily(f"{PREFIX}_udp_records_appended",
+                                  "Records the UDP ingest appended", value=udp.appended)
+        dropped = CounterMetricFamily(f"{PREFIX}_udp_dropped",
+                                      "Datagrams or records the UDP ingest dropped, by reason",
+                                      labels=["reason"])
+        for reason, count in sorted(udp.dropped.items()):
+            dropped.add_metric([reason], count)
+        yield dropped
 
 
 def _buckets(histogram: Histogram) -> list[tuple[str, int]]:

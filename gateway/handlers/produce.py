@@ -104,7 +104,7 @@ def _refuse_records(out, check: RecordSetCheck, rules: RecordRules, where: str):
                  f"first three errors at most: [{shown}]")
 
 
-def _append(ctx: RequestContext, topic, index: int, records) -> tuple[object, int]:
+def append_partition(ctx: RequestContext, topic, index: int, records) -> tuple[object, int]:
     """One partition's batch: (response entry, CommitLog end to wait for or -1)."""
     broker: Broker = ctx.broker
     out = PartitionOut(index=index, error_code=ErrorCode.NONE, base_offset=-1,
@@ -190,7 +190,7 @@ async def handle(ctx: RequestContext, request) -> object | None:
                                          log_start_offset=-1), ErrorCode.INVALID_REQUIRED_ACKS)
                 end = -1
             else:
-                out, end = _append(ctx, topic, part.index, part.records)
+                out, end = append_partition(ctx, topic, part.index, part.records)
                 if by_id and topic is None:
                     out.error_code = ErrorCode.UNKNOWN_TOPIC_ID
             partitions.append(out)
