@@ -115,14 +115,14 @@ async def run(directory: Path, records: int, batch: int, partitions: int, querie
         await store.close()
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=10_000_000)
     parser.add_argument("--batch", type=int, default=100, help="records per batch")
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--queries", type=int, default=500)
     parser.add_argument("--data-dir", type=Path, help="default: a temporary directory")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     console = Console()
     if args.data_dir is not None:
         asyncio.run(run(args.data_dir, args.records, args.batch, args.partitions, args.queries,

@@ -165,14 +165,14 @@ def run_rate(broker: BrokerProcess, address: tuple[str, int], size: int, rate: i
             "kafka_p99_ms": round(p99 * 1000, 1)}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1024])
     parser.add_argument("--rates", type=int, nargs="+",
                         default=[20_000, 30_000, 40_000, 50_000, 60_000, 70_000, 80_000])
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--partitions", type=int, default=3)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     port = free_udp_port()
     with tempfile.TemporaryDirectory() as root:
         broker = BrokerProcess(Path(root) / "data", {

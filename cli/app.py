@@ -11,6 +11,7 @@ import typer
 from cli.bench import bench_app
 from cli.compat import COMPAT_HELP, FUZZ_HELP, compat, fuzz
 from cli.groups import groups_app
+from cli.pipeline import pipeline_app
 from cli.query import query
 from cli.records import consume, produce
 from cli.store import store_app
@@ -30,6 +31,7 @@ app.command(help="Consume records, following new ones until -n or Ctrl-C (like k
 app.command(help="Find records by key (through CommitGate's IndexFiles), offset or time, on "
                  "the broker's admin API.")(query)
 app.add_typer(store_app, name="store")
+app.add_typer(pipeline_app, name="pipeline")
 @app.command(help="Start CommitGate on the store in log.dirs (default ./data).\n\n"
                   "Settings (as --override KEY=VALUE or lines of --config FILE):\n\n"
                   + settings.describe().replace("\n", "\n\n"))

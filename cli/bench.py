@@ -117,3 +117,45 @@ def bench_validation(
     validation_main(volume_mb, rounds)
     if broker:
         validation_brokers(broker_volume_mb, rounds)
+
+
+@bench_app.command("pipeline", help="The Spark pipeline: batch read MB/s of a topic through the "
+                                    "commitgate source (local[2]) beside one confluent-kafka "
+                                    "consumer process reading the same bytes, and the demo's "
+                                    "micro-batch end-to-end latency at a given click rate.")
+def bench_pipeline(
+    size_mib: Annotated[int, typer.Option(help="MiB of 1 KiB records in the topic read")] = 1024,
+    rounds: Annotated[int, typer.Option(help="alternating rounds of each reader")] = 3,
+    bootstrap: Annotated[str | None, typer.Option(
+        help="HOST:PORT of a running broker (default: start a CommitGate)")] = None,
+    rate: Annotated[float, typer.Option(help="the demo's clicks per second")] = 10_000,
+    latency_seconds: Annotated[float, typer.Option(
+        help="measured seconds of the demo after its warm-up; 0 skips it")] = 30.0,
+) -> None:
+    if min(size_mib, rounds) < 1 or rate <= 0 or latency_seconds < 0:
+        raise typer.BadParameter("--size-mib and --rounds must be at least 1, --rate positive, "
+                                 "--latency-seconds not negative")
+    from bench.pipeline import Settings
+    from bench.pipeline import main as pipeline_main
+
+    pipeline_main(Settings(size_mib=size_mib, rounds=rounds, bootstrap=bootstrap, rate=rate,
+                           latency_s=latency_seconds))
+
+
+def _passthrough(name: str, module: str, summary: str) -> None:
+    """A benchmark with its own argparse options (``python -m bench.<module>``), under
+    ``commitgate bench``: its arguments and --help are its own."""
+    @bench_app.command(name, add_help_option=False, help=summary + " (--help lists its options)",
+                       context_settings={"allow_extra_args": True,
+                                         "ignore_unknown_options": True})
+    def run(ctx: typer.Context) -> None:
+        import importlib
+
+        importlib.import_module(f"bench.{module}").main(ctx.args)
+
+
+_passthrough("udp", "udp", "UDP ingest: datagrams/s accepted with no loss, CPU per datagram, "
+                           "a Kafka client's latency meanwhile")
+_passthrough("admin", "admin", "Produce and fetch MB/s with the admin listener scraped against "
+                               "off, alternating rounds")
+_passthrough("query", "query", "Query by key among millions of records through /v1/query")

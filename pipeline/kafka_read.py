@@ -1,25 +1,32 @@
-"""Reads through a Kafka client: offset ranges planned on the driver, read on executors.
+"""Reads through Kafka clients: offset ranges planned on the driver, read on executors.
 
 For a batch query (`plan_ranges`) or a micro-batch (`stream_ranges`), the driver resolves which
-topic-partitions to read and their [start, end) offsets; each range becomes one Spark input
-partition (more for `minPartitions`), and the executor that runs it assigns one kafka-python
-consumer to that partition, seeks, and yields the records as Arrow record batches (`read_range`).
+topic-partitions to read and their [start, end) offsets with kafka-python; each range becomes one
+Spark input partition (more for `minPartitions`), and the executor that runs it assigns one
+librdkafka (confluent-kafka) consumer to that partition at the range's start and yields the
+records as Arrow record batches (`read_range`): the records are decoded in C, and Python only
+gathers each column into a list for pa.array.
 """
 from __future__ import annotations
 
+import bisect
 import itertools
 import logging
 import math
+import operator
 import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
+from confluent_kafka import Consumer as Reader
+from confluent_kafka import KafkaError, KafkaException, Message
+from confluent_kafka import TopicPartition as ReaderPartition
 from kafka import KafkaConsumer, TopicPartition
-from kafka.errors import OffsetOutOfRangeError
 
-from pipeline.clients import open_client
+from pipeline.clients import open_client, open_reader
 from pipeline.options import (
     EARLIEST,
     LATEST,
@@ -35,8 +42,19 @@ log = logging.getLogger(__name__)
 
 ARROW_BATCH_RECORDS = 8192
 POLL_SLICE_MS = 1000
-# larger fetches than kafka-python's 1 MiB per partition: one consumer reads one partition here
-FETCH_DEFAULTS = {"max_partition_fetch_bytes": 8 << 20, "fetch_max_bytes": 64 << 20}
+TIMESTAMP_MS = pa.timestamp("ms", tz="UTC")
+_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
+# the executors' librdkafka readers: no group membership (assign only) and nothing committed;
+# larger fetches than its 1 MiB per partition: one reader reads one partition
+# isolation.level: the Java client's default, which Spark's Kafka source and the driver's
+# planning (kafka-python) have; librdkafka's own is read_committed, which would stop a read at
+# an open transaction short of the planned end (kafka.isolation.level sets both sides)
+READER_DEFAULTS = {"group.id": "commitgate-source-executor", "enable.auto.commit": False,
+                   "enable.auto.offset.store": False, "max.partition.fetch.bytes": 8 << 20,
+                   "isolation.level": "read_uncommitted"}
+# what the reading loop relies on: out-of-range offsets reported (failOnDataLoss decides), and
+# an event at the partition's end
+READER_OWNED = {"auto.offset.reset": "error", "enable.partition.eof": True}
 
 
 @dataclass(frozen=True)
@@ -60,7 +78,7 @@ class DataLossError(RuntimeError):
 
 def open_consumer(options: ReadOptions) -> KafkaConsumer:
     settings = {"enable_auto_commit": False, "group_id": None, "auto_offset_reset": "none",
-                "allow_auto_create_topics": False, **FETCH_DEFAULTS, **options.client}
+                "allow_auto_create_topics": False, **options.client}
     return open_client(KafkaConsumer, options.bootstrap, settings)
 
 
@@ -258,74 +276,105 @@ def split_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[
 
 def read_range(options: ReadOptions, offsets: OffsetRange,
                schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    consumer = open_consumer(options)
-    tp = TopicPartition(offsets.topic, offsets.partition)
+    reader = open_reader({**READER_DEFAULTS, **options.reader, **READER_OWNED, "logger": log})
     try:
-        consumer.assign([tp])
+        reader.assign([ReaderPartition(offsets.topic, offsets.partition, offsets.start)])
         builder = _BatchBuilder(schema, offsets.topic, offsets.partition, options.include_headers)
-        for records in _fetch(consumer, tp, options, offsets):
-            builder.add(records)
+        for messages in _fetch(reader, options, offsets):
+            builder.add(messages)
             if builder.count >= ARROW_BATCH_RECORDS:
                 yield builder.flush()
         if builder.count:
             yield builder.flush()
     finally:
-        consumer.close()
+        reader.close()
 
 
-def _fetch(consumer: KafkaConsumer, tp: TopicPartition, options: ReadOptions,
-           offsets: OffsetRange) -> Iterator[list]:
-    """Lists of records of [start, end); fails if no progress is made for pollTimeoutMs."""
-    start = _check_data_loss(options, tp, offsets.start,
-                             consumer.beginning_offsets([tp])[tp])
-    consumer.seek(tp, start)
+def _fetch(reader: Reader, options: ReadOptions, offsets: OffsetRange) -> Iterator[list[Message]]:
+    """Lists of the records of [start, end); fails if no progress is made for pollTimeoutMs."""
+    position = offsets.start  # the next offset wanted
     deadline = time.monotonic() + options.poll_timeout_ms / 1000
-    while consumer.position(tp) < offsets.end:
+    while position < offsets.end:
         if time.monotonic() > deadline:
-            raise TimeoutError(f"no records of {tp.topic}-{tp.partition} at offset "
-                               f"{consumer.position(tp)} within kafkaConsumer.pollTimeoutMs="
+            raise TimeoutError(f"no records of {offsets.topic}-{offsets.partition} at offset "
+                               f"{position} within kafkaConsumer.pollTimeoutMs="
                                f"{options.poll_timeout_ms} (reading {offsets.describe()})")
-        try:
-            polled = consumer.poll(timeout_ms=POLL_SLICE_MS).get(tp, [])
-        except OffsetOutOfRangeError:
-            # deleted while we read: the same rule as at planning time
-            position = consumer.position(tp)
-            consumer.seek(tp, _check_data_loss(options, tp, position,
-                                               consumer.beginning_offsets([tp])[tp]))
-            continue
-        if polled:
+        messages = reader.consume(ARROW_BATCH_RECORDS, POLL_SLICE_MS / 1000)
+        events = [m for m in messages if m.error() is not None]  # rare: checked per batch
+        if events:
+            messages = [m for m in messages if m.error() is None]
+            position = _handle_events(reader, options, offsets, position, events)
+        if messages:
             deadline = time.monotonic() + options.poll_timeout_ms / 1000
-            # a fetch may return a batch that begins before `start` or runs past `end`
-            records = [r for r in polled if start <= r.offset < offsets.end]
-            if records:
-                yield records
+            if messages[-1].offset() >= offsets.end:  # fetched past the range's end
+                messages = messages[:bisect.bisect_left(messages, offsets.end, key=Message.offset)]
+        if messages:
+            position = messages[-1].offset() + 1
+            yield messages
+
+
+def _handle_events(reader: Reader, options: ReadOptions, offsets: OffsetRange, position: int,
+                   events: list[Message]) -> int:
+    """The position after librdkafka's events: end of partition, offset out of range, errors."""
+    for event in events:
+        error = event.error()
+        if error.code() == KafkaError._PARTITION_EOF:
+            # what lies between the last record and the end is not records (transaction
+            # markers, compacted away): the range is done once the end is reached
+            position = max(position, event.offset())
+        elif error.code() == KafkaError._AUTO_OFFSET_RESET:
+            # deleted while we read (or before): the same rule as at planning time
+            position = _check_data_loss(options, TopicPartition(offsets.topic, offsets.partition),
+                                        position, _log_start(reader, options, offsets, position))
+            # librdkafka stopped the partition's fetcher (a seek fails): assign it afresh
+            reader.assign([ReaderPartition(offsets.topic, offsets.partition, position)])
+        elif error.fatal():
+            raise RuntimeError(f"reading {offsets.describe()} at offset {position}: "
+                               f"{error.str()}")
+        else:  # librdkafka retries (broker down, leader moved): pollTimeoutMs bounds the wait
+            log.warning("reading %s at offset %d: %s", offsets.describe(), position, error.str())
+    return position
+
+
+def _log_start(reader: Reader, options: ReadOptions, offsets: OffsetRange, position: int) -> int:
+    try:
+        low, _ = reader.get_watermark_offsets(ReaderPartition(offsets.topic, offsets.partition),
+                                              timeout=options.poll_timeout_ms / 1000)
+    except KafkaException as exc:  # the broker went away meanwhile
+        raise RuntimeError(f"reading {offsets.describe()}: offset {position} is out of range "
+                           f"and its log start offset is unknown: {exc.args[0].str()}") from None
+    return low
 
 
 class _BatchBuilder:
     """Column lists for one Arrow record batch of a single topic-partition."""
 
     def __init__(self, schema: pa.Schema, topic: str, partition: int, headers: bool) -> None:
-        self.schema, self.topic, self.partition, self.headers = schema, topic, partition, headers
-        self.records: list = []
+        self.schema, self.headers = schema, headers
+        self.topic = pa.scalar(topic, pa.string())
+        self.partition = pa.scalar(partition, pa.int32())
+        self.messages: list[Message] = []
 
     @property
     def count(self) -> int:
-        return len(self.records)
+        return len(self.messages)
 
-    def add(self, records: list) -> None:
-        self.records += records
+    def add(self, messages: list[Message]) -> None:
+        self.messages += messages
 
     def flush(self) -> pa.RecordBatch:
-        records, self.records = self.records, []
-        n = len(records)
-        columns = [pa.array([r.key for r in records], pa.binary()),
-                   pa.array([r.value for r in records], pa.binary()),
-                   pa.array([self.topic] * n, pa.string()),
-                   pa.array([self.partition] * n, pa.int32()),
-                   pa.array([r.offset for r in records], pa.int64()),
-                   pa.array([r.timestamp * 1000 for r in records], self.schema.field(5).type),
-                   pa.array([r.timestamp_type for r in records], pa.int32())]
+        messages, self.messages = self.messages, []
+        n = len(messages)
+        stamps = [m.timestamp() for m in messages]  # (type, ms) pairs
+        columns = [pa.array([m.key() for m in messages], pa.binary()),
+                   pa.array([m.value() for m in messages], pa.binary()),
+                   pa.repeat(self.topic, n), pa.repeat(self.partition, n),
+                   pa.array([m.offset() for m in messages], pa.int64()),
+                   pa.array(list(map(_SECOND, stamps)), TIMESTAMP_MS)
+                   .cast(self.schema.field(5).type),
+                   # librdkafka's timestamp types are Kafka's plus one (0: not available)
+                   pc.subtract(pa.array(list(map(_FIRST, stamps)), pa.int32()), 1)]
         if self.headers:
-            columns.append(pa.array([[{"key": k, "value": v} for k, v in r.headers]
-                                     for r in records], self.schema.field(7).type))
+            columns.append(pa.array([m.headers() or [] for m in messages],
+                                    self.schema.field(7).type))
         return pa.RecordBatch.from_arrays(columns, schema=self.schema)

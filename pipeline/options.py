@@ -29,8 +29,9 @@ _WRITE_KEYS = {"topic", "deliveryguarantee", "markertopic"}
 # kafka-python client only, not the executors' librdkafka readers (see ReadOptions.reader)
 _KAFKA_PYTHON_ONLY = {"bootstrap.timeout.ms"}
 EXACTLY_ONCE, AT_LEAST_ONCE = "exactly-once", "at-least-once"
-# options Spark itself sets or passes through to every source and sink
-_SPARK_KEYS = {"path", "checkpointlocation"}
+# options Spark itself sets or passes through to every source and sink (queryName reaches a
+# streaming sink's options)
+_SPARK_KEYS = {"path", "checkpointlocation", "queryname"}
 
 
 class OptionError(ValueError):

@@ -6,7 +6,9 @@ import itertools
 import pytest
 from kafka import TopicPartition
 
+from pipeline.clients import open_reader
 from pipeline.kafka_read import (
+    READER_DEFAULTS,
     OffsetRange,
     PartitionState,
     offsets_from_json,
@@ -50,6 +52,18 @@ def test_spark_option_names_case_insensitive():
 def test_bad_options_name_the_option(options, message):
     with pytest.raises(OptionError, match=message):
         parse_read(options)
+
+
+def test_executor_reader_takes_kafka_settings_by_their_dotted_names():
+    options = parse_read({**BASE, "subscribe": "t", "kafka.isolation.level": "read_committed",
+                          "kafka.bootstrap.timeout.ms": "2000"})
+    # librdkafka takes Spark's strings as they are; kafka-python's own setting stays on the driver
+    assert options.reader == {"bootstrap.servers": "127.0.0.1:9",
+                              "isolation.level": "read_committed"}
+    assert options.client == {"isolation_level": "read_committed", "bootstrap_timeout_ms": 2000}
+    with pytest.raises(OptionError, match=r"'kafka.bootstrap.servers' = '127.0.0.1:9'.*"
+                                          r"No such configuration property: \"max.poll.recs\""):
+        open_reader({**READER_DEFAULTS, **options.reader, "max.poll.recs": "5"})
 
 
 def test_batch_and_stream_bounds():
