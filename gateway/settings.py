@@ -36,30 +36,28 @@ def _listener(text: str) -> Endpoint:
     return Endpoint.parse(listeners[0])
 
 
-def _admin_listener(text: str) -> Endpoint | None:
-    """``http://host:port`` (one; IPv6 hosts in brackets), or empty: no admin listener."""
+def _endpoint_url(text: str, scheme: str, label: str) -> Endpoint | None:
+    """``scheme://host:port`` (one; IPv6 hosts in brackets), or empty: None (turned off)."""
     text = text.strip()
     if not text:
         return None
-    scheme, sep, address = text.partition("://")
+    given, sep, address = text.partition("://")
     host, colon, port = address.rpartition(":")
-    if scheme.lower() != "http" or not sep or not colon or not host or not port.isdigit() \
-            or "/" in address or "," in address or not 0 < int(port) < 65536:
-        raise ValueError("expected one http://HOST:PORT (plain HTTP), or nothing to turn it off")
+    if given.lower() != scheme or not sep or not colon or not host or not port.isdigit() \
+            or "/" in address or "," in address or not 0 <= int(port) < 65536:
+        raise ValueError(f"expected one {scheme}://HOST:PORT{label}, or nothing to turn it off")
     return Endpoint(host.strip("[]"), int(port))
+
+
+def _admin_listener(text: str) -> Endpoint | None:
+    endpoint = _endpoint_url(text, "http", " (plain HTTP)")
+    if endpoint is not None and endpoint.port == 0:
+        raise ValueError("expected one http://HOST:PORT (plain HTTP) with a port above 0")
+    return endpoint
 
 
 def _udp_listener(text: str) -> Endpoint | None:
-    """``udp://HOST:PORT`` (one; IPv6 hosts in brackets), or empty: no UDP ingest."""
-    text = text.strip()
-    if not text:
-        return None
-    scheme, sep, address = text.partition("://")
-    host, colon, port = address.rpartition(":")
-    if scheme.lower() != "udp" or not sep or not colon or not host or not port.isdigit() \
-            or "," in address or not 0 <= int(port) < 65536:
-        raise ValueError("expected one udp://HOST:PORT, or nothing to turn it off")
-    return Endpoint(host.strip("[]"), int(port))
+    return _endpoint_url(text, "udp", "")
 
 
 def _udp_format(text: str) -> str:
