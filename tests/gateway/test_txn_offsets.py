@@ -22,7 +22,7 @@ from engine import MessageStore, StoreConfig
 from gateway.config import BrokerConfig
 from gateway.groups.coordinator import GroupCoordinator
 from gateway.groups.offsets import Commit, CommitRequest
-from gateway.groups.offsets_topic import OFFSETS_TOPIC
+from gateway.groups.offsets_topic import OFFSETS_TOPIC, java_hash
 from gateway.launcher import BrokerProcess
 from protocol import messages
 from protocol.errors import ErrorCode
@@ -323,11 +323,18 @@ def test_offsets_of_a_transaction_over_the_wire(client, commit):
     assert fetch(client, group, stable=True) == {**expected, 2: (-1, OK)}
 
 
+def partition_of(group: str) -> int:
+    return (java_hash(group) & 0x7FFFFFFF) % 3  # offsets.topic.num.partitions of wire_broker
+
+
 def test_the_producer_is_checked_before_anything_is_written(client):
     group, txn = unique("g"), Txn(client)
     assert txn.commit_offsets(group, {0: 1}) == {(TOPIC, 0): ErrorCode.INVALID_TXN_STATE}
     assert txn.add_offsets(group) == OK
-    other = unique("g")  # not added to the transaction
+    # a group whose offsets partition is not in the transaction (the coordinator checks the
+    # partition, as Kafka's verification does: a group sharing it would pass)
+    other = next(name for name in (unique("g") for _ in range(100))
+                 if partition_of(name) != partition_of(group))
     assert txn.commit_offsets(other, {0: 1}) == {(TOPIC, 0): ErrorCode.INVALID_TXN_STATE}
     assert txn.commit_offsets(group, {0: 1}, pid=txn.pid + 1000) == \
         {(TOPIC, 0): ErrorCode.INVALID_PRODUCER_ID_MAPPING}
