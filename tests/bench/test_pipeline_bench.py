@@ -14,6 +14,8 @@ import pytest
 
 from bench.pipeline import Batch, latencies
 
+pytestmark = pytest.mark.slow  # starts Spark
+
 ROOT = Path(__file__).resolve().parents[2]
 FIGURE = r"[\d,]+\.\d"
 
