@@ -60,6 +60,8 @@ FETCH_BYTES = 8 << 20
 PARTS = (("Arrow columns (pa.array over the messages)", ("_BatchBuilder.flush",)),
          ("Kafka client (librdkafka consume, open, close)", ("_fetch", "read_range")),
          ("Spark: Arrow batches to the JVM", ("dump_stream",)))
+NO_PROFILE = ("py-spy not installed (pip install -e '.[bench]') or no samples of the "
+              "Python workers in the profiled read")
 OTHER_PART = "Spark: task start and end (imports, gc.collect after each task)"
 
 
@@ -572,6 +574,8 @@ def show(report: Report, console: Console) -> None:
         for part, share in report.shares.items():
             parts.add_row(part, f"{share:.0%}")
         console.print(parts)
+    else:  # py-spy is in the bench extra, not the test one; a tiny read may give no samples
+        console.print(f"no profile of the Python workers: {NO_PROFILE}", markup=False)
 
 
 def show_latency(latency: Latency, console: Console) -> None:
