@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 from engine import StoreStatus
+from engine.topic_table import TopicRecord
 from gateway.broker import STORE_ERRORS, Broker
 from gateway.request_context import RequestContext
 from protocol import messages
@@ -49,8 +50,9 @@ class _Plan:
         total, errors, out, sizes = 0, False, [], []
         for wanted, name, missing in self.topics:
             partitions, before = [], total
+            topic = self.broker.topic(name) if name else None  # once per read: may be deleted
             for part in wanted.partitions:
-                entry = self._partition(name, part, missing, remaining, total == 0)
+                entry = self._partition(name, topic, part, missing, remaining, total == 0)
                 size = sum(map(len, entry.records)) if isinstance(entry.records, list) else 0
                 total += size
                 remaining = max(0, remaining - size)
@@ -61,29 +63,28 @@ class _Plan:
             sizes.append(total - before)
         return out, sizes, errors
 
-    def _partition(self, name: str | None, part, missing: ErrorCode, remaining: int,
-                   first: bool) -> object:
+    def _partition(self, name: str | None, topic: TopicRecord | None, part, missing: ErrorCode,
+                   remaining: int, first: bool) -> object:
         entry = PartitionOut(partition_index=part.partition, high_watermark=-1,
                              last_stable_offset=-1, log_start_offset=-1, records=b"",
                              aborted_transactions=[] if self.read_committed else None,
                              preferred_read_replica=-1)
-        if name is None:
-            entry.error_code = missing
+        if name is None or topic is None:
+            entry.error_code = missing if name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             return entry
-        broker = self.broker
-        topic = broker.topic(name)
-        if topic is None or not 0 <= part.partition < topic.partitions:
-            entry.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            return entry
-        stable = broker.last_stable_offset(topic, part.partition)
+        txns = self.broker.producers.txns
+        key = (topic.topic_id, part.partition)
+        first_open = txns.first_open(key)  # the LSO while a transaction is open here
         budget = min(part.partition_max_bytes, remaining)
-        result = broker.store.read(name, part.partition, part.fetch_offset, budget,
-                                   min_one=first, upto=stable if self.read_committed else None)
+        result = self.broker.store.read(name, part.partition, part.fetch_offset, budget,
+                                        min_one=first,
+                                        upto=first_open if self.read_committed else None)
         entry.error_code = STORE_ERRORS[result.status]
         if result.status is StoreStatus.UNKNOWN_TOPIC_OR_PARTITION:
             return entry
-        entry.high_watermark = result.log_end_offset
-        entry.last_stable_offset = min(stable, result.log_end_offset)
+        end = result.log_end_offset
+        entry.high_watermark = end
+        entry.last_stable_offset = end if first_open is None else min(first_open, end)
         entry.log_start_offset = result.log_start_offset
         if result.status is StoreStatus.OK and result.buffers:
             entry.records = result.buffers
@@ -91,8 +92,7 @@ class _Plan:
                 entry.aborted_transactions = [
                     Response.AbortedTransaction(producer_id=a.producer_id,
                                                 first_offset=a.first_offset)
-                    for a in broker.producers.txns.aborted_between(
-                        (topic.topic_id, part.partition), part.fetch_offset, result.next_offset)]
+                    for a in txns.aborted_between(key, part.fetch_offset, result.next_offset)]
         return entry
 
 

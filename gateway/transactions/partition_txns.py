@@ -52,11 +52,14 @@ class PartitionTransactions:
         if kind == CONTROL_ABORT and first is not None:
             state.aborted.append(AbortedTxn(producer_id, first, offset))
 
-    def stable_offset(self, key: PartitionKey, log_end: int) -> int:
+    def first_open(self, key: PartitionKey) -> int | None:
+        """The first offset of the partition's oldest open transaction, None if none is."""
         state = self.partitions.get(key)
-        if state is None or not state.open:
-            return log_end
-        return min(log_end, min(state.open.values()))
+        return min(state.open.values()) if state is not None and state.open else None
+
+    def stable_offset(self, key: PartitionKey, log_end: int) -> int:
+        first = self.first_open(key)
+        return log_end if first is None else min(log_end, first)
 
     def is_open(self, key: PartitionKey, producer_id: int) -> bool:
         state = self.partitions.get(key)
