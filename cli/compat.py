@@ -9,7 +9,9 @@ import typer
 
 COMPAT_HELP = ("The compatibility matrix: every scenario with every client (kafka-python, "
                "aiokafka, confluent-kafka, the Java client 3.9 and 4.3, kafkajs, kcat), against a "
-               "fresh CommitGate on a free port or the broker at --bootstrap. Writes compat.json, compat.md and compat.html.")
+               "fresh CommitGate on a free port or the broker at --bootstrap. Writes compat.json, "
+               "compat.md and compat.html; with --reference, also the cells whose verdict "
+               "differs from that run's.")
 
 
 def compat(
@@ -17,12 +19,15 @@ def compat(
     out: Annotated[Path, typer.Option(help="where the reports go")] = Path("compat-results"),
     clients: Annotated[list[str] | None, typer.Option(help="client names, may repeat")] = None,
     scenarios: Annotated[list[str] | None, typer.Option(help="scenario names, may repeat")] = None,
+    reference: Annotated[Path | None, typer.Option(
+        help="compat.json of a reference run (e.g. Apache Kafka): list the cells whose verdict "
+             "differs from it")] = None,
 ) -> None:
     from compat_tests.cli import run as run_compat
 
     try:
-        run_compat(bootstrap, out, clients or None, scenarios or None)
-    except ValueError as exc:  # an unknown client or scenario name
+        run_compat(bootstrap, out, clients or None, scenarios or None, reference)
+    except ValueError as exc:  # an unknown client or scenario name, an unreadable reference
         raise typer.BadParameter(str(exc)) from None
 
 

@@ -1,4 +1,5 @@
-"""``commitgate compat``: the matrix against a fresh CommitGate or a broker given by address."""
+"""``commitgate compat``: the matrix against a fresh CommitGate or a broker given by address, and
+where its verdicts differ from a reference run's."""
 from __future__ import annotations
 
 import tempfile
@@ -9,7 +10,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from compat_tests.matrix import CROSS, Cell, Matrix, clients_named, run_matrix, scenarios_named
-from compat_tests.report import counts, failures, rich_table, write_all
+from compat_tests.report import (
+    counts,
+    differences,
+    differences_table,
+    failures,
+    load_matrix,
+    rich_table,
+    write_all,
+)
 from gateway.launcher import BrokerProcess
 
 
@@ -25,7 +34,11 @@ def broker_at(bootstrap: str | None):
 
 
 def run(bootstrap: str | None, out: Path, clients: list[str] | None,
-        scenarios: list[str] | None) -> Matrix:
+        scenarios: list[str] | None, reference_file: Path | None = None) -> Matrix:
+    """Run the matrix, print it (and the cells that differ from ``reference_file``'s, a
+    compat.json), write the reports. ValueError: an unknown name or an unreadable reference,
+    before anything runs."""
+    reference = load_matrix(reference_file) if reference_file is not None else None
     console = Console()
     cross = scenarios is None or CROSS in scenarios
     total = len(clients_named(clients)) * (len(scenarios_named(scenarios)) + cross)
@@ -42,6 +55,10 @@ def run(bootstrap: str | None, out: Path, clients: list[str] | None,
         if cell.status == "fail":
             console.print(f"[red]{client} / {scenario}[/]: {cell.detail}")
     console.print(", ".join(f"{n} {s}" for s, n in counts(matrix).items()))
-    for path in write_all(matrix, out):
+    if reference is not None:
+        diffs = differences(matrix, reference)
+        console.print(differences_table(diffs, reference) if diffs else
+                      f"every cell has the verdict of the reference ({reference.broker})")
+    for path in write_all(matrix, out, reference):
         console.print(f"wrote {path}")
     return matrix

@@ -13,6 +13,24 @@ UNKNOWN = 0  # ResourceType, PatternType, AclOperation and AclPermissionType's U
 NO_AUTHORIZER = "No Authorizer is configured."
 NO_AUTHORIZER_DESCRIBE = "No Authorizer is configured on the broker"  # DescribeAcls' own words
 
+# Authorized operations as Metadata, DescribeCluster and the group describes report them: a bit
+# per AclOperation code. Without an authorizer Kafka allows every operation a resource type
+# supports (AuthHelper.authorizedOperations over AclEntry.supportedOperations).
+READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, CLUSTER_ACTION = 3, 4, 5, 6, 7, 8, 9
+DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE = 10, 11, 12
+OPERATIONS_NOT_REQUESTED = -2147483648  # the schemas' default: not asked for, or not computed
+
+
+def _bits(*operations: int) -> int:
+    return sum(1 << code for code in operations)
+
+
+TOPIC_OPERATIONS = _bits(READ, WRITE, CREATE, DESCRIBE, DELETE, ALTER, DESCRIBE_CONFIGS,
+                         ALTER_CONFIGS)  # 3576
+GROUP_OPERATIONS = _bits(READ, DESCRIBE, DELETE, DESCRIBE_CONFIGS, ALTER_CONFIGS)  # 3400
+CLUSTER_OPERATIONS = _bits(CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS,
+                           IDEMPOTENT_WRITE, ALTER, DESCRIBE)  # 8096
+
 
 def check_known(what: str, **codes: int) -> None:
     """Refuse ``what`` (a creation or filter) when one of its codes is UNKNOWN."""

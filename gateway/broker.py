@@ -24,6 +24,8 @@ from gateway.peer_log import PeerLog
 from gateway.producer_ids import ProducerIdAllocator
 from gateway.producer_snapshot_service import ProducerSnapshotService
 from gateway.producer_state import ProducerStateManager
+from gateway.quotas.manager import QuotaManager
+from gateway.quotas.store import ClientQuotaStore
 from gateway.transactions.coordinator import TransactionCoordinator
 from gateway.transactions.markers import MarkerWriter
 from gateway.udp.stats import UdpStats
@@ -82,6 +84,10 @@ class Broker:
         self.configs = BrokerConfigs(config,
                                      config.store.data_dir / "broker" / "dynamic_configs.json")
         self.configs.load()
+        quotas = ClientQuotaStore(config.store.data_dir / "broker" / "client_quotas.json")
+        quotas.load()
+        self.quotas = QuotaManager(quotas, config.quota_window_num,
+                                   config.quota_window_size_seconds)
         store.add_dispatch_listener(self.fetch_waiters.on_dispatch)
         self.groups = GroupCoordinator(config, store)
         self.transactions = TransactionCoordinator(config, store, self.producer_ids,

@@ -7,6 +7,11 @@ given at start (STATIC_BROKER_CONFIG), built in (DEFAULT_CONFIG). Only configs t
 reads afresh on every use are dynamic, the cluster-wide log configs Kafka also lets change at
 runtime; a change is applied to the live ``BrokerConfig`` at once and kept, atomically replaced,
 in ``<data>/broker/dynamic_configs.json`` so that it survives restarts.
+
+As a new Kafka 4.1+ cluster, where eligible leader replicas are on (KIP-966), the cluster layer
+always holds ``min.insync.replicas``: the first start writes it from the static value (else 1),
+as Kafka's controller does before it enables ELR; it cannot be removed, nor set for the broker
+alone.
 """
 from __future__ import annotations
 
@@ -24,9 +29,14 @@ from gateway.topic_configs import ConfigType
 log = logging.getLogger(__name__)
 
 HOUR_MS = 3_600_000
-DYNAMIC = ("log.retention.bytes", "log.retention.ms", "message.max.bytes")
+MIN_ISR = "min.insync.replicas"
+DYNAMIC = ("log.retention.bytes", "log.retention.ms", "message.max.bytes", MIN_ISR)
 # Names of one value, in Kafka's synonym order (DynamicBrokerConfig.brokerConfigSynonyms).
 SYNONYM_GROUPS = (("log.retention.ms", "log.retention.hours"),)
+# Kafka defines no built-in value for these (log.retention.hours stands in): null until set, and
+# no DEFAULT_CONFIG synonym
+NO_DEFAULT = frozenset({"log.retention.ms"})
+MINIMUMS = {"message.max.bytes": 0, MIN_ISR: 1}
 LONG_CONFIGS = frozenset({"log.retention.ms", "log.retention.bytes", "file.reserved.time.ms",
                           "log.retention.check.interval.ms", "commitlog.segment.bytes",
                           "producer.id.expiration.ms"})
@@ -111,10 +121,9 @@ class BrokerConfigs:
         self._started = {name: _read(config, SETTINGS[name]) for name in DYNAMIC}
 
     def load(self) -> None:
-        """Apply the runtime changes kept from earlier runs (a bad entry is logged, skipped)."""
-        if not self.path.exists():
-            return
-        data = json.loads(self.path.read_text())
+        """Apply the runtime changes kept from earlier runs (a bad entry is logged, skipped),
+        then give the cluster layer its ``min.insync.replicas`` once."""
+        data = json.loads(self.path.read_text()) if self.path.exists() else {}
         for layer, kept in ((self.per_broker, data.get("broker", {})),
                             (self.cluster, data.get("cluster", {}))):
             for name, value in kept.items():
@@ -123,7 +132,10 @@ class BrokerConfigs:
                     log.warning("ignoring kept dynamic config %s=%s: %s", name, value, problem)
                 else:
                     layer[name] = value
-        self._apply()
+        if MIN_ISR in self.cluster:
+            self._apply()
+        else:
+            self.replace(False, {**self.cluster, MIN_ISR: str(self._started[MIN_ISR])})
 
     def layer(self, per_broker: bool) -> dict[str, str]:
         return self.per_broker if per_broker else self.cluster
@@ -147,6 +159,14 @@ class BrokerConfigs:
             _write(self.config, setting,
                    self._started[name] if text is None else setting.parse(text))
 
+    def value(self, name: str) -> str | None:
+        """Broker config ``name``'s value as Kafka shows it: a name with synonyms shows its own
+        layers only (log.retention.ms is null while only log.retention.hours is set)."""
+        if len(names_of(name)) == 1:
+            return value_of(self.config, name)
+        own = self.synonyms(name)
+        return own[0].value if own else None
+
     def synonyms(self, name: str, per_broker: bool = True) -> list[Synonym]:
         """Kafka's synonym chain: every layer's value of ``name`` and its synonyms, highest
         layer first, from ``name`` itself on (a synonym ranked above it is left out)."""
@@ -155,7 +175,8 @@ class BrokerConfigs:
         layers = [(self.per_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
                   (self.cluster, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
                   (static, ConfigSource.STATIC_BROKER_CONFIG),
-                  ({n: value_of(_DEFAULTS, n) for n in names}, ConfigSource.DEFAULT_CONFIG)]
+                  ({n: value_of(_DEFAULTS, n) for n in names if n not in NO_DEFAULT},
+                   ConfigSource.DEFAULT_CONFIG)]
         chain = [Synonym(n, values[n], source) for values, source in layers for n in names
                  if values.get(n) is not None]
         if not per_broker:  # the cluster-default resource shows its own layer only
@@ -178,16 +199,26 @@ def validate(props: dict[str, str]) -> str | None:
 
 
 def _value_error(name: str, text: str) -> str | None:
-    kind = config_type(name)
+    kind = config_type(name)  # every dynamic config is an INT or a LONG
     try:
-        number = SETTINGS[name].parse(text.strip())
+        number = int(text.strip(), 10)
     except ValueError:
         return f"Not a number of type {kind.name}"
     bits = 64 if kind is ConfigType.LONG else 32
     if not -2 ** (bits - 1) <= number < 2 ** (bits - 1):
         return f"Not a number of type {kind.name}"
-    if name == "message.max.bytes" and number < 0:
-        return "Value must be at least 0"
+    if number < MINIMUMS.get(name, number):
+        return f"Value must be at least {MINIMUMS[name]}"
+    return None
+
+
+def elr_error(per_broker: bool, props: dict[str, str]) -> str | None:
+    """Why ``props`` cannot become the broker's (``per_broker``) or the cluster's dynamic layer
+    while ELR is on (Kafka 4's ConfigurationControlManager; INVALID_CONFIG), or None."""
+    if per_broker and MIN_ISR in props:
+        return f"Broker-level {MIN_ISR} cannot be altered while ELR is enabled."
+    if not per_broker and MIN_ISR not in props:
+        return f"Cluster-level {MIN_ISR} cannot be removed while ELR is enabled."
     return None
 
 

@@ -41,6 +41,7 @@ class BrokerConfig:
     node_id: int = 1
     num_partitions: int = 1  # partitions of auto-created topics and CreateTopics with -1
     default_replication_factor: int = 1
+    min_insync_replicas: int = 1  # accepted, not acted on (one replica); KIP-966's cluster value
     auto_create_topics: bool = True
     message_max_bytes: int = 1_048_588  # Kafka's default max.message.bytes for a batch
     socket_request_max_bytes: int = 104_857_600
@@ -50,6 +51,8 @@ class BrokerConfig:
     max_connections_per_ip: int = 2_147_483_647
     max_connections_per_ip_overrides: dict[str, int] = field(default_factory=dict)
     connections_max_idle_ms: int = 600_000
+    quota_window_num: int = 11  # Kafka's client quota windows (gateway/quotas/)
+    quota_window_size_seconds: int = 1
     max_broker_partitions: int = 100_000  # KIP-578's name: partitions of all topics together
     delete_topic_enable: bool = True
     static_properties: dict[str, str] = field(default_factory=dict)  # as given at start

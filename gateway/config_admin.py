@@ -4,7 +4,8 @@
 A handler works out the complete new config set of a resource (AlterConfigs: the set given;
 IncrementalAlterConfigs: the current set with the operations applied) and hands it to
 ``alter``: topic sets are validated as a whole (INVALID_CONFIG), then the topic must exist
-(UNKNOWN_TOPIC_OR_PARTITION); broker sets are a dynamic layer (INVALID_REQUEST, as Kafka).
+(UNKNOWN_TOPIC_OR_PARTITION); broker sets are a dynamic layer (INVALID_REQUEST, as Kafka), and
+the controller's ELR rules for min.insync.replicas (INVALID_CONFIG).
 """
 from __future__ import annotations
 
@@ -95,6 +96,9 @@ def _alter_broker(broker: Broker, per_broker: bool, new: dict[str, str], validat
     problem = broker_configs.validate(new)
     if problem:
         return ErrorCode.INVALID_REQUEST, problem
+    problem = broker_configs.elr_error(per_broker, new)
+    if problem:
+        return ErrorCode.INVALID_CONFIG, problem
     if not validate_only:
         broker.configs.replace(per_broker, new)
     return None

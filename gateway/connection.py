@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from gateway.broker import Broker
 from gateway.frame_reader import SIZE, FrameError, FrameReader
 from gateway.handlers import Handler, all_handlers
+from gateway.quotas.manager import enforced
 from gateway.request_context import RequestContext
 from protocol import messages
 from protocol.codec import Chunks, DecodeError
@@ -56,6 +57,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._queue: collections.deque[InFlight] = collections.deque()
         self._reading_paused = False
         self._writing_paused = False
+        self._unmute: asyncio.TimerHandle | None = None  # while throttled by a client quota
 
     # ---- transport callbacks ------------------------------------------------------------------
 
@@ -75,6 +77,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             task.cancel()  # the frame is given back once the handler has really stopped
             task.add_done_callback(lambda _, frame=frame: self._reader.release(frame))
         self._queue.clear()
+        if self._unmute is not None:
+            self._unmute.cancel()
         log.debug("connection from %s closed%s", self.peer, f": {exc}" if exc else "")
 
     def idle(self, now: float) -> float:
@@ -160,8 +164,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return False
         log.debug("%s v%d from client %r at %s", handler.name, version, header.client_id,
                   self.peer)
-        ctx = RequestContext(self.broker, version, header.client_id, self.peer)
-        task = asyncio.ensure_future(handler.handle(ctx, request))
+        quota = self.broker.quotas.resolve(header.client_id)
+        ctx = RequestContext(self.broker, version, header.client_id, self.peer, quota)
+        work = handler.handle(ctx, request)
+        if quota is not None:
+            work = enforced(work, quota, api_key, len(view), self.throttle)
+        task = asyncio.ensure_future(work)
         self._queue.append((header, handler, task, view, self.last_active))
         task.add_done_callback(self._drain)
         return True
@@ -249,13 +257,29 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.transport is None or self.transport.is_closing():
             return
         busy = (self._writing_paused or len(self._queue) >= MAX_IN_FLIGHT
-                or self._reader.waiting > 0)
+                or self._reader.waiting > 0 or self._unmute is not None)
         if busy and not self._reading_paused:
             self.transport.pause_reading()
             self._reading_paused = True
         elif not busy and self._reading_paused:
             self.transport.resume_reading()
             self._reading_paused = False
+
+    def throttle(self, ms: int) -> None:
+        """Read nothing from this client for ``ms`` (a client quota's throttle time; a longer
+        throttle already running is kept)."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + ms / 1000
+        if self._unmute is not None:
+            if self._unmute.when() >= until:
+                return
+            self._unmute.cancel()
+        self._unmute = loop.call_at(until, self._throttle_ended)
+        self._update_reading()
+
+    def _throttle_ended(self) -> None:
+        self._unmute = None
+        self._update_reading()
 
     async def finish(self, timeout_s: float) -> None:
         """Wait (boundedly) for in-flight requests, then close (shutdown)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gateway.broker import Broker
+from gateway.quotas.manager import ClientQuota
 
 
 @dataclass(slots=True)
@@ -12,6 +13,7 @@ class RequestContext:
     api_version: int
     client_id: str | None
     peer: str  # host:port of the client
+    quota: ClientQuota | None = None  # the client's quotas, if any applies
 
     def who(self) -> str:
         """Names the client in logs."""

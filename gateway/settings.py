@@ -142,6 +142,10 @@ SETTINGS: dict[str, Setting] = {
                               "partitions of auto-created topics (default 1)"),
     "default.replication.factor": Setting("default_replication_factor", _replication_factor,
                                           "accepted for compatibility; must be 1"),
+    "min.insync.replicas": Setting(
+        "min_insync_replicas", _positive,
+        "default min.insync.replicas of topics (1); accepted for compatibility, one replica is "
+        "always in sync"),
     "auto.create.topics.enable": Setting("auto_create_topics", _bool,
                                          "create unknown topics on metadata/produce (true)"),
     "message.max.bytes": Setting("message_max_bytes", int,
@@ -161,6 +165,10 @@ SETTINGS: dict[str, Setting] = {
         "per-address limits as host:count,host:count"),
     "connections.max.idle.ms": Setting("connections_max_idle_ms", int,
                                        "close a connection idle this long (600000)"),
+    "quota.window.num": Setting("quota_window_num", _positive,
+                                "client quotas: windows a rate is measured over (11)"),
+    "quota.window.size.seconds": Setting("quota_window_size_seconds", _positive,
+                                         "client quotas: seconds of one window (1)"),
     "max.broker.partitions": Setting("max_broker_partitions", int,
                                      "partitions of all topics together; CreateTopics and "
                                      "CreatePartitions beyond it are refused (100000)"),
@@ -280,10 +288,15 @@ def parse_properties(text: str) -> dict[str, str]:
     return pairs
 
 
+# settings that a finer synonym overrides when both are given
+COARSER = frozenset({"log.retention.hours"})
+
+
 def broker_config(properties: dict[str, str]) -> BrokerConfig:
     """Build the broker's settings; raises ValueError naming the bad key."""
     config = BrokerConfig(static_properties=dict(properties))
-    for key, text in properties.items():
+    # a coarser synonym first, so the finer one wins whatever the order given (Kafka's rule)
+    for key, text in sorted(properties.items(), key=lambda item: item[0] not in COARSER):
         setting = SETTINGS.get(key)
         if setting is None:
             raise ValueError(f"unknown setting {key!r} (see `commitgate serve --help`)")
@@ -299,8 +312,11 @@ def broker_config(properties: dict[str, str]) -> BrokerConfig:
     return config
 
 
-def load(config_file: Path | None, overrides: list[str]) -> BrokerConfig:
-    properties = parse_properties(config_file.read_text()) if config_file else {}
+def load(config_file: Path | None, overrides: list[str],
+         defaults: dict[str, str] | None = None) -> BrokerConfig:
+    """``defaults`` (the environment's settings), then the file's, then ``overrides``."""
+    properties = dict(defaults or {})
+    properties.update(parse_properties(config_file.read_text()) if config_file else {})
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep:

@@ -7,6 +7,10 @@ broker default. CommitGate acts on ``retention.ms``, ``retention.bytes``,
 names are accepted and stored
 so that tools which set them (Kafka Connect, Streams, Spark) keep working, and their
 documentation (DescribeConfigs v3+) says so. Validation messages are Kafka's ConfigDef ones.
+The names, types, defaults and limits are Kafka 4's (KIP-1030: segment.bytes at least 1 MiB,
+message.timestamp.after.max.ms one hour); ``synonym`` is the broker config Kafka lists first
+behind each (ServerTopicConfigSynonyms), left out where that config has no built-in value
+(log.roll.ms, log.roll.jitter.ms, log.flush.interval.ms), since Kafka then shows no synonym.
 """
 from __future__ import annotations
 
@@ -57,22 +61,30 @@ TOPIC_CONFIGS: dict[str, TopicConfig] = {c.name: c for c in [
     TopicConfig("compression.type", ConfigType.STRING, _const("producer"),
                 ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
                 synonym="compression.type"),
-    TopicConfig("compression.gzip.level", ConfigType.INT, _const("-1")),
-    TopicConfig("compression.lz4.level", ConfigType.INT, _const("9")),
-    TopicConfig("compression.zstd.level", ConfigType.INT, _const("3")),
+    TopicConfig("compression.gzip.level", ConfigType.INT, _const("-1"),
+                synonym="compression.gzip.level"),
+    TopicConfig("compression.lz4.level", ConfigType.INT, _const("9"),
+                synonym="compression.lz4.level"),
+    TopicConfig("compression.zstd.level", ConfigType.INT, _const("3"),
+                synonym="compression.zstd.level"),
     TopicConfig("delete.retention.ms", ConfigType.LONG,
                 lambda c: str(c.store.delete_retention_ms), minimum=0,
                 synonym="log.cleaner.delete.retention.ms",
                 doc="Compacted topics: how long tombstones (records with a null value) are "
                     "kept after their timestamp before a cleaning removes them."),
-    TopicConfig("file.delete.delay.ms", ConfigType.LONG, _const("60000"), minimum=0),
-    TopicConfig("flush.messages", ConfigType.LONG, _const("9223372036854775807"), minimum=1),
+    TopicConfig("file.delete.delay.ms", ConfigType.LONG, _const("60000"), minimum=0,
+                synonym="log.segment.delete.delay.ms"),
+    TopicConfig("flush.messages", ConfigType.LONG, _const("9223372036854775807"), minimum=1,
+                synonym="log.flush.interval.messages"),
     TopicConfig("flush.ms", ConfigType.LONG, _const("9223372036854775807"), minimum=0),
     TopicConfig("follower.replication.throttled.replicas", ConfigType.LIST, _const("")),
-    TopicConfig("index.interval.bytes", ConfigType.INT, _const("4096"), minimum=0),
+    TopicConfig("index.interval.bytes", ConfigType.INT, _const("4096"), minimum=0,
+                synonym="log.index.interval.bytes"),
     TopicConfig("leader.replication.throttled.replicas", ConfigType.LIST, _const("")),
-    TopicConfig("local.retention.bytes", ConfigType.LONG, _const("-2"), minimum=-2),
-    TopicConfig("local.retention.ms", ConfigType.LONG, _const("-2"), minimum=-2),
+    TopicConfig("local.retention.bytes", ConfigType.LONG, _const("-2"), minimum=-2,
+                synonym="log.local.retention.bytes"),
+    TopicConfig("local.retention.ms", ConfigType.LONG, _const("-2"), minimum=-2,
+                synonym="log.local.retention.ms"),
     TopicConfig("max.compaction.lag.ms", ConfigType.LONG,
                 lambda c: str(c.store.max_compaction_lag_ms), minimum=1,
                 synonym="log.cleaner.max.compaction.lag.ms",
@@ -81,12 +93,13 @@ TOPIC_CONFIGS: dict[str, TopicConfig] = {c.name: c for c in [
     TopicConfig("max.message.bytes", ConfigType.INT, lambda c: str(c.message_max_bytes),
                 minimum=0, synonym="message.max.bytes",
                 doc="The largest record batch (after compression) a producer may append."),
-    TopicConfig("message.timestamp.after.max.ms", ConfigType.LONG,
-                _const("9223372036854775807"), minimum=0,
+    TopicConfig("message.timestamp.after.max.ms", ConfigType.LONG, _const("3600000"),
+                minimum=0, synonym="log.message.timestamp.after.max.ms",
                 doc="CreateTime topics: a produced record whose timestamp is more than this "
                     "ahead of the broker's clock is refused with INVALID_TIMESTAMP."),
     TopicConfig("message.timestamp.before.max.ms", ConfigType.LONG,
                 _const("9223372036854775807"), minimum=0,
+                synonym="log.message.timestamp.before.max.ms",
                 doc="CreateTime topics: a produced record whose timestamp is more than this "
                     "behind the broker's clock is refused with INVALID_TIMESTAMP."),
     TopicConfig("message.timestamp.type", ConfigType.STRING, _const("CreateTime"),
@@ -102,9 +115,13 @@ TOPIC_CONFIGS: dict[str, TopicConfig] = {c.name: c for c in [
                 lambda c: str(c.store.min_compaction_lag_ms), minimum=0,
                 synonym="log.cleaner.min.compaction.lag.ms",
                 doc="Compacted topics: records younger than this are not cleaned."),
-    TopicConfig("min.insync.replicas", ConfigType.INT, _const("1"), minimum=1,
-                synonym="min.insync.replicas"),
-    TopicConfig("preallocate", ConfigType.BOOLEAN, _const("false")),
+    TopicConfig("min.insync.replicas", ConfigType.INT, lambda c: str(c.min_insync_replicas),
+                minimum=1, synonym="min.insync.replicas",
+                doc="Accepted and stored for compatibility; with one replica every write has "
+                    "one in-sync replica, and CommitGate does not refuse acks=all below this."),
+    TopicConfig("preallocate", ConfigType.BOOLEAN, _const("false"), synonym="log.preallocate"),
+    TopicConfig("remote.log.copy.disable", ConfigType.BOOLEAN, _const("false")),
+    TopicConfig("remote.log.delete.on.disable", ConfigType.BOOLEAN, _const("false")),
     TopicConfig("remote.storage.enable", ConfigType.BOOLEAN, _const("false")),
     TopicConfig("retention.bytes", ConfigType.LONG, lambda c: str(c.store.log_retention_bytes),
                 synonym="log.retention.bytes",
@@ -115,11 +132,13 @@ TOPIC_CONFIGS: dict[str, TopicConfig] = {c.name: c for c in [
                 doc="Batches whose newest timestamp is older than this are dropped by moving "
                     "the partition's log start offset (-1: keep forever)."),
     TopicConfig("segment.bytes", ConfigType.INT, lambda c: str(c.store.commitlog_segment_bytes),
-                minimum=14, synonym="log.segment.bytes"),
-    TopicConfig("segment.index.bytes", ConfigType.INT, _const("10485760"), minimum=4),
+                minimum=1_048_576, synonym="log.segment.bytes"),
+    TopicConfig("segment.index.bytes", ConfigType.INT, _const("10485760"), minimum=4,
+                synonym="log.index.size.max.bytes"),
     TopicConfig("segment.jitter.ms", ConfigType.LONG, _const("0"), minimum=0),
     TopicConfig("segment.ms", ConfigType.LONG, _const(_WEEK_MS), minimum=1),
-    TopicConfig("unclean.leader.election.enable", ConfigType.BOOLEAN, _const("false")),
+    TopicConfig("unclean.leader.election.enable", ConfigType.BOOLEAN, _const("false"),
+                synonym="unclean.leader.election.enable"),
 ]}
 
 
@@ -165,9 +184,9 @@ def _parse_number(kind: ConfigType, value: str) -> float:
 
 def _check_number(spec: TopicConfig, number: float) -> None:
     if spec.minimum is not None and number < spec.minimum:
-        raise ValueError(f"Value must be at least {spec.minimum:g}")
+        raise ValueError(f"Value must be at least {spec.minimum}")
     if spec.maximum is not None and number > spec.maximum:
-        raise ValueError(f"Value must be no more than {spec.maximum:g}")
+        raise ValueError(f"Value must be no more than {spec.maximum}")
 
 
 def effective(config: BrokerConfig, topic_configs: dict[str, str], name: str) -> str | None:

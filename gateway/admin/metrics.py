@@ -125,6 +125,7 @@ class BrokerCollector(Collector):
         yield from self._groups()
         yield from self._producers()
         yield from self._udp()
+        yield from self._quotas()
 
     def _traffic(self) -> Iterator[Metric]:
         metrics = self.broker.metrics
@@ -284,6 +285,21 @@ class BrokerCollector(Collector):
         for reason, count in sorted(udp.dropped.items()):
             dropped.add_metric([reason], count)
         yield dropped
+
+    def _quotas(self) -> Iterator[Metric]:
+        """Responses throttled by client quotas and their throttle time, per quota and
+        client (rates idle for an hour are forgotten, as Kafka's quota sensors)."""
+        labels = ["quota", "user", "client_id"]
+        count = CounterMetricFamily(f"{PREFIX}_client_throttled_responses",
+                                    "Responses throttled by a client quota", labels=labels)
+        time_ms = CounterMetricFamily(f"{PREFIX}_client_throttle_time_ms",
+                                      "Throttle time given by a client quota, in ms",
+                                      labels=labels)
+        for key, user, client_id, throttled, throttle_ms in self.broker.quotas.throttle_counts():
+            count.add_metric([key, user, client_id], throttled)
+            time_ms.add_metric([key, user, client_id], throttle_ms)
+        yield count
+        yield time_ms
 
 
 def _buckets(histogram: Histogram) -> list[tuple[str, int]]:

@@ -9,6 +9,7 @@ are all the operations Kafka defines on a cluster.
 """
 from __future__ import annotations
 
+from gateway.acls import CLUSTER_OPERATIONS, OPERATIONS_NOT_REQUESTED
 from gateway.request_context import RequestContext
 from protocol import messages
 from protocol.errors import ErrorCode
@@ -17,10 +18,6 @@ API_KEY = 60
 VERSIONS = (0, 2)
 BROKERS, CONTROLLERS = 1, 2
 MISMATCHED_ENDPOINT_TYPE, UNSUPPORTED_ENDPOINT_TYPE = 114, 115
-OPERATIONS_UNKNOWN = -(2 ** 31)
-# AclOperation codes Kafka supports on the CLUSTER resource: ALTER, DESCRIBE, CREATE,
-# CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE
-CLUSTER_OPERATIONS = sum(1 << code for code in (5, 7, 8, 9, 10, 11, 12))
 
 Response = messages.get("DescribeClusterResponse").cls
 
@@ -49,7 +46,7 @@ async def handle(ctx: RequestContext, request) -> object:
                                               port=n.endpoint.port, rack=n.rack, is_fenced=False)
                for n in broker.nodes()]
     operations = CLUSTER_OPERATIONS if request.include_cluster_authorized_operations \
-        else OPERATIONS_UNKNOWN
+        else OPERATIONS_NOT_REQUESTED
     return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
                     endpoint_type=BROKERS, cluster_id=broker.cluster_id,
                     controller_id=broker.node.node_id, brokers=brokers,

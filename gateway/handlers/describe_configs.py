@@ -1,10 +1,12 @@
 """DescribeConfigs (key 32), v1-4: topic and broker configs, as Kafka's ConfigHelper.
 
 TOPIC: every topic config of ``gateway.topic_configs``; the source is the head of the synonym
-chain (the topic's own value, then the broker config it defaults to, layer by layer).
+chain (the topic's own value, then the broker config it defaults to, layer by layer, from that
+config's own name on: retention.ms shows no synonym while only log.retention.hours is set).
 BROKER "<node id>": every broker setting, read-only unless dynamic; BROKER "": the cluster-wide
-dynamic layer only. ``configuration_keys`` (null or empty: all) picks configs, unknown keys are
-left out. v1+ synonyms when ``include_synonyms``; v3+ config types, and documentation when
+dynamic layer only, which always holds min.insync.replicas (KIP-966: Kafka 4.1+, ELR on).
+``configuration_keys`` (null or empty: all) picks configs, unknown keys are left out. v1+
+synonyms when ``include_synonyms``; v3+ config types, and documentation when
 ``include_documentation``. Not implemented: BROKER_LOGGER, CLIENT_METRICS and GROUP resources
 (INVALID_REQUEST "Unsupported resource type").
 """
@@ -78,8 +80,7 @@ def _broker_entries(broker: Broker, resource: str, wanted, options: Options) -> 
     per_broker = resource != ""
     names = sorted(SETTINGS) if per_broker else sorted(broker.configs.cluster)
     return Result(error_code=ErrorCode.NONE, configs=[
-        _entry(name, broker_configs.value_of(broker.config, name) if per_broker
-               else broker.configs.cluster[name],
+        _entry(name, broker.configs.value(name) if per_broker else broker.configs.cluster[name],
                broker.configs.synonyms(name, per_broker), name not in broker_configs.DYNAMIC,
                broker_configs.config_type(name), SETTINGS[name].help, options)
         for name in names if _picked(name, wanted)])

@@ -2,10 +2,12 @@
 
 Members' subscription and assignment are shown only for a Stable group (Kafka's rule). An
 unknown group is "Dead" with no error before v6 and GROUP_ID_NOT_FOUND from v6 on. Authorized
-operations are not computed (no ACLs): always "unknown".
+operations (v3+), when asked for, are all those Kafka supports on a group (no authorizer), on
+every group answered without an error, the "Dead" unknown ones of v3-5 included, as Kafka does.
 """
 from __future__ import annotations
 
+from gateway.acls import GROUP_OPERATIONS
 from gateway.groups.group import GroupState
 from gateway.request_context import RequestContext
 from protocol import messages
@@ -13,7 +15,6 @@ from protocol.errors import ErrorCode
 
 API_KEY = 15
 VERSIONS = (0, 6)
-AUTHORIZED_OPERATIONS_UNKNOWN = -2147483648
 
 Response = messages.get("DescribeGroupsResponse").cls
 Described = Response.DescribedGroup
@@ -23,8 +24,7 @@ def _describe(ctx: RequestContext, group_id: str) -> object:
     group = ctx.broker.groups.describe(group_id)
     if group is None:
         out = Described(group_id=group_id, group_state=GroupState.DEAD.value, protocol_type="",
-                        protocol_data="", members=[], error_code=ErrorCode.NONE,
-                        authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN)
+                        protocol_data="", members=[], error_code=ErrorCode.NONE)
         if ctx.api_version >= 6:
             out.error_code = ErrorCode.GROUP_ID_NOT_FOUND
             out.error_message = f"Group {group_id} not found."
@@ -33,8 +33,7 @@ def _describe(ctx: RequestContext, group_id: str) -> object:
     protocol = group.protocol_name if stable else ""
     return Described(
         error_code=ErrorCode.NONE, group_id=group_id, group_state=group.state.value,
-        protocol_type=group.protocol_type or "", protocol_data=protocol,
-        authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN, members=[
+        protocol_type=group.protocol_type or "", protocol_data=protocol, members=[
             Response.DescribedGroupMember(
                 member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
                 client_host=m.client_host,
@@ -44,4 +43,9 @@ def _describe(ctx: RequestContext, group_id: str) -> object:
 
 
 async def handle(ctx: RequestContext, request) -> object:
-    return Response(throttle_time_ms=0, groups=[_describe(ctx, g) for g in request.groups])
+    groups = [_describe(ctx, g) for g in request.groups]
+    if ctx.api_version >= 3 and request.include_authorized_operations:
+        for group in groups:
+            if group.error_code == ErrorCode.NONE:
+                group.authorized_operations = GROUP_OPERATIONS
+    return Response(throttle_time_ms=0, groups=groups)

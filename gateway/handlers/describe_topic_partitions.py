@@ -14,6 +14,7 @@ from __future__ import annotations
 import uuid
 
 from engine.topic_table import TopicRecord, topic_name_error
+from gateway.acls import TOPIC_OPERATIONS
 from gateway.broker import LEADER_EPOCH, Broker
 from gateway.groups.offsets_topic import is_internal
 from gateway.request_context import RequestContext
@@ -23,9 +24,6 @@ from protocol.errors import ErrorCode
 API_KEY = 75
 VERSIONS = (0, 0)
 MAX_PARTITIONS = 2000  # Kafka's max.request.partition.size.limit default
-# AclOperation codes Kafka supports on a TOPIC: READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE,
-# DESCRIBE_CONFIGS, ALTER_CONFIGS
-TOPIC_OPERATIONS = sum(1 << code for code in (3, 4, 5, 6, 7, 8, 10, 11))
 
 Response = messages.get("DescribeTopicPartitionsResponse").cls
 TopicOut = Response.DescribeTopicPartitionsResponseTopic

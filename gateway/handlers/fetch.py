@@ -34,6 +34,9 @@ class _Plan:
         self.broker = broker
         self.request = request
         self.read_committed = request.isolation_level == READ_COMMITTED
+        # a consumer with a byte-rate quota reads at most its windows' worth (Kafka's bound)
+        self.max_bytes = request.max_bytes if ctx.quota is None else \
+            ctx.quota.fetch_max_bytes(request.max_bytes)
         self.topics = []  # (topic out, [(partition request, topic name or None)])
         for wanted in request.topics:
             record = broker.topic_by_id(wanted.topic_id) if by_id else broker.topic(wanted.topic)
@@ -46,7 +49,7 @@ class _Plan:
 
     def read(self) -> tuple[list, list[int], bool]:
         """(topics out, bytes found in each, whether any partition has an error)."""
-        remaining = self.request.max_bytes
+        remaining = self.max_bytes
         total, errors, out, sizes = 0, False, [], []
         for wanted, name, missing in self.topics:
             partitions, before = [], total
@@ -111,6 +114,10 @@ async def handle(ctx: RequestContext, request) -> object:
         if not await ctx.broker.fetch_waiters.wait(watched, left):
             topics, sizes, _ = plan.read()
             break
+    throttle = ctx.quota.record_fetch(sum(sizes)) if ctx.quota is not None else 0
+    if throttle:  # Kafka answers a throttled fetch empty and records nothing for it
+        return Response(throttle_time_ms=throttle, error_code=ErrorCode.NONE, session_id=0,
+                        responses=[])
     ctx.broker.metrics.on_fetch([name for _, name, _ in plan.topics], topics, sizes)
     return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0,
                     responses=topics)

@@ -1,7 +1,10 @@
 """Metadata (key 3): brokers, the cluster id and the partitions of the topics asked for.
 
 Unknown topics are auto-created when the request and ``auto.create.topics.enable`` allow it;
-v10+ requests may name topics by id (@platformatic/kafka does).
+v10+ requests may name topics by id (@platformatic/kafka does). Authorized operations (v8+), when
+asked for, are all those Kafka supports on the resource type, as Kafka answers without an
+authorizer: on every topic named or listed (not on an unknown topic id), and on the cluster in
+v8-10 only (v11 moved it to DescribeCluster).
 """
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import logging
 import uuid
 
 from engine.topic_table import TopicRecord
+from gateway.acls import CLUSTER_OPERATIONS, OPERATIONS_NOT_REQUESTED, TOPIC_OPERATIONS
 from gateway.broker import LEADER_EPOCH, Broker
 from gateway.groups.offsets_topic import is_internal
 from gateway.request_context import RequestContext
@@ -19,7 +23,6 @@ log = logging.getLogger(__name__)
 
 API_KEY = 3
 VERSIONS = (0, 13)
-AUTHORIZED_OPERATIONS_UNKNOWN = -2147483648
 
 Response = messages.get("MetadataResponse").cls
 TopicOut = Response.MetadataResponseTopic
@@ -37,13 +40,13 @@ def _partitions(broker: Broker, topic: TopicRecord) -> list:
 def _topic(broker: Broker, topic: TopicRecord) -> object:
     return TopicOut(error_code=ErrorCode.NONE, name=topic.name,
                     topic_id=uuid.UUID(topic.topic_id), is_internal=is_internal(topic.name),
-                    partitions=_partitions(broker, topic),
-                    topic_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN)
+                    partitions=_partitions(broker, topic))
 
 
 async def _requested(ctx: RequestContext, wanted, allow_create: bool) -> object:
     broker = ctx.broker
-    if wanted.name is None:  # by id (v10+)
+    if wanted.name is None or (wanted.topic_id is not None and wanted.topic_id.int):
+        # by id (v10+; kafka-clients 4 send an empty name with the id)
         found = broker.topic_by_id(wanted.topic_id)
         if found is None:
             return TopicOut(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
@@ -72,9 +75,15 @@ async def handle(ctx: RequestContext, request) -> object:
     else:
         allow = request.allow_auto_topic_creation if ctx.api_version >= 4 else True
         topics = [await _requested(ctx, wanted, allow) for wanted in request.topics]
+    if ctx.api_version >= 8 and request.include_topic_authorized_operations:
+        for topic in topics:
+            if topic.name is not None:
+                topic.topic_authorized_operations = TOPIC_OPERATIONS
+    asked = 8 <= ctx.api_version <= 10 and request.include_cluster_authorized_operations
     return Response(
         throttle_time_ms=0,
         brokers=[Response.MetadataResponseBroker(node_id=node.node_id, host=node.endpoint.host,
                                                  port=node.endpoint.port, rack=node.rack)],
         cluster_id=broker.cluster_id, controller_id=node.node_id, topics=topics,
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN, error_code=ErrorCode.NONE)
+        cluster_authorized_operations=CLUSTER_OPERATIONS if asked else OPERATIONS_NOT_REQUESTED,
+        error_code=ErrorCode.NONE)

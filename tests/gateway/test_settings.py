@@ -46,3 +46,13 @@ def test_serve_refuses_an_ssl_listener_and_does_not_listen(tmp_path):
     assert run.returncode != 0
     assert "PLAINTEXT only" in run.stderr
     assert not (tmp_path / "data").exists()  # refused before the store was touched
+
+
+@pytest.mark.parametrize("order", [("log.retention.ms=1000", "log.retention.hours=5"),
+                                   ("log.retention.hours=5", "log.retention.ms=1000")])
+def test_log_retention_ms_wins_over_hours_in_any_order(order):
+    assert load(None, list(order)).store.log_retention_ms == 1000
+
+
+def test_log_retention_hours_alone_sets_the_retention():
+    assert load(None, ["log.retention.hours=5"]).store.log_retention_ms == 5 * 3_600_000
