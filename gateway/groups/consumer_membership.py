@@ -34,12 +34,14 @@ from gateway.groups.consumer_group import (
     reconcile,
 )
 from gateway.groups.consumer_records import GroupImage, Record, changes, image
+from gateway.groups.consumer_regex import InvalidRegex, compile_regex
 from gateway.groups.group import ClassicGroup, GroupState
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
 Owned = list[tuple[uuid.UUID, list[int]]]
+CLIENT_MEMBER_ID_VERSION = 1  # from v1 the client makes its member id (KIP-1082)
 
 
 class HeartbeatError(Exception):
@@ -50,6 +52,7 @@ class HeartbeatError(Exception):
 
 @dataclass(slots=True)
 class HeartbeatRequest:
+    version: int
     group_id: str
     member_id: str
     epoch: int
@@ -57,6 +60,7 @@ class HeartbeatRequest:
     rack_id: str | None
     rebalance_timeout_ms: int  # -1: unchanged
     subscribed: list[str] | None  # None: unchanged
+    regex: str | None  # None: unchanged (always None in v0)
     server_assignor: str | None
     owned: Owned | None  # None: unchanged
     client_id: str
@@ -81,6 +85,7 @@ class ConsumerMembership:
     def __init__(self, config: BrokerConfig, groups: dict[str, ConsumerGroup],
                  classic: dict[str, ClassicGroup],
                  topic_info: Callable[[str], tuple[uuid.UUID, int] | None],
+                 topic_names: Callable[[], list[str]],
                  store: Callable[[str, list[Record]], Awaitable[ErrorCode]],
                  drop_classic: Callable[[ClassicGroup], None],
                  spawn: Callable[[Awaitable], None]) -> None:
@@ -88,6 +93,7 @@ class ConsumerMembership:
         self.groups = groups
         self.classic = classic
         self.topic_info = topic_info
+        self.topic_names = topic_names
         self.store = store
         self.drop_classic = drop_classic
         self.spawn = spawn
@@ -104,28 +110,36 @@ class ConsumerMembership:
     # ---- checks ------------------------------------------------------------------------------
 
     def _validate(self, req: HeartbeatRequest) -> None:
-        """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid, same order and messages."""
-        _require(bool(req.group_id), "GroupId can't be empty.")
-        _require(req.instance_id != "", "InstanceId can't be empty.")
-        _require(req.rack_id != "", "RackId can't be empty.")
-        if req.epoch > 0 or req.epoch == LEAVE_EPOCH:
-            _require(bool(req.member_id), "MemberId can't be empty.")
-        elif req.epoch == 0:
+        """Kafka 4's throwIfConsumerGroupHeartbeatRequestIsInvalid, same order and messages
+        (blank means empty once trimmed, as Kafka's throwIfEmptyString), then a new regex must
+        compile (Kafka checks it when it is new to the group: an invalid one never is in it)."""
+        if req.version >= CLIENT_MEMBER_ID_VERSION or req.epoch > 0 or req.epoch == LEAVE_EPOCH:
+            _require(not _blank(req.member_id), "MemberId can't be empty.")
+        _require(not _blank(req.group_id), "GroupId can't be empty.")
+        _require(not _blank(req.instance_id), "InstanceId can't be empty.")
+        _require(not _blank(req.rack_id), "RackId can't be empty.")
+        if req.epoch == 0:
             _require(req.rebalance_timeout_ms != -1,
                      "RebalanceTimeoutMs must be provided in first request.")
             _require(req.owned is not None and not req.owned,
                      "TopicPartitions must be empty when (re-)joining.")
-            _require(bool(req.subscribed), "SubscribedTopicNames must be set in first request.")
+            _require(req.subscribed is not None or req.regex is not None,
+                     "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when "
+                     "(re-)joining.")
         elif req.epoch == STATIC_LEAVE_EPOCH:
-            _require(bool(req.member_id), "MemberId can't be empty.")
             _require(req.instance_id is not None, "InstanceId can't be null.")
-        else:
+        elif req.epoch < STATIC_LEAVE_EPOCH:
             _require(False, "MemberEpoch is invalid.")
         assignors = self.config.consumer_group_assignors
         if req.server_assignor is not None and req.server_assignor not in assignors:
             raise HeartbeatError(ErrorCode.UNSUPPORTED_ASSIGNOR,
                                  f"ServerAssignor {req.server_assignor} is not supported. "
                                  f"Supported assignors: {', '.join(assignors)}.")
+        if req.regex and req.epoch >= 0:
+            try:
+                compile_regex(req.regex)
+            except InvalidRegex as exc:
+                raise HeartbeatError(ErrorCode.INVALID_REGULAR_EXPRESSION, str(exc)) from None
 
     def _group(self, group_id: str, create: bool) -> ConsumerGroup:
         """The consumer group; on a join, a new one, replacing an empty classic group."""
@@ -183,8 +197,10 @@ class ConsumerMembership:
             log.info("group %s: member %s joins (consumer protocol)", group.group_id, member_id)
         updated = _updated(member, req)
         group.put(updated)
+        resolved = self._resolve_regexes(group)
         topics = self._topics(group.subscribed_topics())
-        if updated.subscribed != member.subscribed or topics != group.topics:
+        if resolved or topics != group.topics or (updated.subscribed, updated.regex) != \
+                (member.subscribed, member.regex):
             group.epoch += 1
             group.topics = topics
             log.info("group %s: epoch %d", group.group_id, group.epoch)
@@ -193,11 +209,26 @@ class ConsumerMembership:
         final = self._reconcile(group, group.members[member_id], req.owned)
         self._schedule_session(group, final)
         await self._store(group, before)
-        full = req.epoch == 0 or (req.rebalance_timeout_ms != -1 and
-                                  req.subscribed is not None and req.owned is not None)
+        full = req.epoch == 0 or (req.rebalance_timeout_ms != -1 and req.owned is not None and
+                                  (req.subscribed is not None or req.regex is not None))
         changed = final.assigned != member.assigned
         return HeartbeatResult(member_id=member_id, epoch=final.epoch,
                                assignment=final.assigned if full or changed else None)
+
+    def _resolve_regexes(self, group: ConsumerGroup) -> bool:
+        """Resolve the group's regexes when one is new or a refresh is due (consumer_regex);
+        whether what they resolve to changed."""
+        regexes = group.subscribed_regexes()
+        if not regexes:
+            return False
+        names = self.topic_names()
+        if not group.regexes.due(regexes, len(names)):
+            return False
+        changed = group.regexes.refresh(regexes, names)
+        if changed:
+            log.info("group %s: regexes resolved to %s", group.group_id,
+                     {r: sorted(t) for r, t in group.regexes.topics.items()})
+        return changed
 
     def _topics(self, names: set[str]) -> Topics:
         found = {name: self.topic_info(name) for name in names}
@@ -205,7 +236,8 @@ class ConsumerMembership:
 
     def _assign(self, group: ConsumerGroup) -> None:
         name = group.preferred_assignor() or self.config.consumer_group_assignors[0]
-        subscriptions = {m.member_id: m.subscribed for m in group.members.values()}
+        subscriptions = {m.member_id: tuple(sorted(group.member_topics(m)))
+                         for m in group.members.values()}
         group.target = ASSIGNORS[name](subscriptions, group.topics, group.target)
         group.assignment_epoch = group.epoch
         log.info("group %s: target assignment of epoch %d by %s", group.group_id, group.epoch,
@@ -282,6 +314,7 @@ class ConsumerMembership:
         at load), and one that still has partitions to revoke a new rebalance timeout. The
         assignors give out every partition of the subscribed topics, so a target that does not
         cover exactly those means topics changed while the broker was down: new group epoch."""
+        self._resolve_regexes(group)
         group.topics = self._topics(group.subscribed_topics())
         covered = {tp for target in group.target.values() for tp in pairs(target)}
         wanted = {(tid, p) for tid, count in group.topics.values() for p in range(count)}
@@ -326,7 +359,12 @@ def _updated(member: ConsumerMember, req: HeartbeatRequest) -> ConsumerMember:
         else member.server_assignor,
         subscribed=tuple(sorted(set(req.subscribed))) if req.subscribed is not None
         else member.subscribed,
+        regex=req.regex if req.regex is not None else member.regex,
         client_id=req.client_id, client_host=req.client_host)
+
+
+def _blank(value: str | None) -> bool:
+    return value is not None and not value.strip()
 
 
 def _require(condition: bool, message: str) -> None:

@@ -55,7 +55,8 @@ class GroupCoordinator:
         self.topic = OffsetsTopic(store, config.offsets_topic_num_partitions)
         self.membership = Membership(config, self.groups, self.store_group, self._claim_classic)
         self.consumer = ConsumerMembership(config, self.consumer_groups, self.groups,
-                                           self._topic_info, self.store_consumer_group,
+                                           self._topic_info, self._topic_names,
+                                           self.store_consumer_group,
                                            self._drop_classic, self.membership.spawn)
         self.offsets = OffsetManager(config, self.groups, self.consumer_groups, self.membership,
                                      self.topic)
@@ -143,6 +144,9 @@ class GroupCoordinator:
     def _topic_info(self, name: str) -> tuple[uuid.UUID, int] | None:
         record = self.store.topic(name)
         return None if record is None else (uuid.UUID(record.topic_id), record.partitions)
+
+    def _topic_names(self) -> list[str]:
+        return [record.name for record in self.store.topics()]
 
     def _claim_classic(self, group_id: str) -> ErrorCode:
         """A JoinGroup for an id a consumer group holds: an empty one gives way (Kafka deletes

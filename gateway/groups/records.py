@@ -170,7 +170,7 @@ def member_value(member: ConsumerMember) -> bytes:
     return (I16.pack(CONSUMER_GROUP_VALUE) + _compact(member.instance_id) +
             _compact(member.rack_id) + _compact(member.client_id) +
             _compact(member.client_host) + _array([_compact(t) for t in member.subscribed]) +
-            _compact(None) + I32.pack(member.rebalance_timeout_ms) +
+            _compact(member.regex) + I32.pack(member.rebalance_timeout_ms) +
             _compact(member.server_assignor) + NO_TAGGED_FIELDS)
 
 
@@ -314,9 +314,9 @@ def read_member_value(member_id: str, data: bytes) -> ConsumerMember:
     instance_id, rack_id = reader.compact(), reader.compact()
     client_id, client_host = reader.compact() or "", reader.compact() or ""
     subscribed = tuple(reader.compact() or "" for _ in range(reader.count()))
-    reader.compact()  # the subscribed regex: this broker takes topic names only
+    regex = reader.compact()
     return ConsumerMember(member_id, instance_id, rack_id, client_id, client_host,
-                          rebalance_timeout_ms=reader.i32(), subscribed=subscribed,
+                          rebalance_timeout_ms=reader.i32(), subscribed=subscribed, regex=regex,
                           server_assignor=reader.compact())
 
 

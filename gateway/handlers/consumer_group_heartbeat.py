@@ -3,6 +3,9 @@
 revoked partitions by leaving them out of ``TopicPartitions``, leave with -1 (-2: a static
 member that will return). The broker assigns partitions (``uniform`` or ``range``); see
 gateway/groups/consumer_membership.py. Errors carry Kafka's messages.
+
+v1 (Kafka 4.0): the client makes its member id (KIP-1082), and a member may subscribe with a
+topic regular expression (SubscribedTopicRegex, gateway/groups/consumer_regex.py).
 """
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from gateway.request_context import RequestContext
 from protocol import messages
 
 API_KEY = 68
-VERSIONS = (0, 0)
+VERSIONS = (0, 1)
 
 Response = messages.get("ConsumerGroupHeartbeatResponse").cls
 
@@ -20,11 +23,13 @@ def _request(ctx: RequestContext, request) -> HeartbeatRequest:
     owned = None if request.topic_partitions is None else \
         [(t.topic_id, list(t.partitions)) for t in request.topic_partitions]
     return HeartbeatRequest(
-        group_id=request.group_id, member_id=request.member_id, epoch=request.member_epoch,
+        version=ctx.api_version, group_id=request.group_id, member_id=request.member_id,
+        epoch=request.member_epoch,
         instance_id=request.instance_id, rack_id=request.rack_id,
         rebalance_timeout_ms=request.rebalance_timeout_ms,
         subscribed=None if request.subscribed_topic_names is None
         else list(request.subscribed_topic_names),
+        regex=request.subscribed_topic_regex,
         server_assignor=request.server_assignor, owned=owned,
         client_id=ctx.client_id or "", client_host="/" + ctx.peer.rpartition(":")[0])
 

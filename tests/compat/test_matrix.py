@@ -40,7 +40,9 @@ def _apt(command: list[str]) -> int:
 def matrix(tmp_path_factory) -> Matrix:
     _install_kcat()
     with BrokerProcess(tmp_path_factory.mktemp("compat") / "data",
-                       {"num.partitions": "1"}) as broker:
+                       # KIP-848 members hear of a rebalance on their next heartbeat
+                       {"num.partitions": "1", "group.consumer.heartbeat.interval.ms": "500"}
+                       ) as broker:
         return run_matrix(broker.bootstrap, "CommitGate")
 
 

@@ -189,7 +189,8 @@ def test_fenced_epochs_and_unknown_members(client):
     ({"instance": ""}, "InstanceId can't be empty."),
     ({"rebalance_ms": -1}, "RebalanceTimeoutMs must be provided in first request."),
     ({"owned": None}, "TopicPartitions must be empty when (re-)joining."),
-    ({"subscribed": ()}, "SubscribedTopicNames must be set in first request."),
+    ({"subscribed": None}, ("Either SubscribedTopicNames or SubscribedTopicRegex must be "
+                            "non-null when (re-)joining.")),
     ({"epoch": 3}, "MemberId can't be empty."),
     ({"epoch": -2, "member_id": "m"}, "InstanceId can't be null."),
     ({"epoch": -3}, "MemberEpoch is invalid."),

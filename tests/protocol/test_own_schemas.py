@@ -96,3 +96,33 @@ def test_consumer_group_describe_response_v0():
                array([text("t")]) + text(None) + assigned + assigned + NO_TAGS]) +
         i32(-2**31) + NO_TAGS]) + NO_TAGS)
     check("ConsumerGroupDescribeResponse", 0, message, wire)
+
+
+def test_consumer_group_heartbeat_request_v1_adds_the_regex_after_the_names():
+    R = messages.get("ConsumerGroupHeartbeatRequest").cls
+    message = R(group_id="g", member_id="m1", member_epoch=0, rebalance_timeout_ms=1000,
+                subscribed_topic_names=[], subscribed_topic_regex="^t-.*", topic_partitions=[])
+    check("ConsumerGroupHeartbeatRequest", 1, message,
+          text("g") + text("m1") + i32(0) + text(None) + text(None) + i32(1000) + array([]) +
+          text("^t-.*") + text(None) + array([]) + NO_TAGS)
+
+
+def test_consumer_group_describe_response_v1_adds_the_member_type():
+    R = messages.get("ConsumerGroupDescribeResponse").cls
+    empty = R.Assignment(topic_partitions=[])
+    member = R.Member(member_id="m1", instance_id=None, rack_id=None, member_epoch=2,
+                      client_id="c", client_host="/h", subscribed_topic_names=[],
+                      subscribed_topic_regex="t.*", assignment=empty, target_assignment=empty,
+                      member_type=1)
+    message = R(throttle_time_ms=0, groups=[R.DescribedGroup(
+        error_code=0, error_message=None, group_id="g", group_state="Stable", group_epoch=2,
+        assignment_epoch=2, assignor_name="uniform", members=[member],
+        authorized_operations=-2**31)])
+    wire = (i32(0) + array([
+        b"\x00\x00" + text(None) + text("g") + text("Stable") + i32(2) + i32(2) +
+        text("uniform") +
+        array([text("m1") + text(None) + text(None) + i32(2) + text("c") + text("/h") +
+               array([]) + text("t.*") + array([]) + NO_TAGS + array([]) + NO_TAGS +
+               b"\x01" + NO_TAGS]) +
+        i32(-2**31) + NO_TAGS]) + NO_TAGS)
+    check("ConsumerGroupDescribeResponse", 1, message, wire)

@@ -121,14 +121,16 @@ class Driver:
     # ---- consume --------------------------------------------------------------------------------
 
     def consumer_open(self, name: str, topic: str, partitions: list[int] | None,
-                      group: str | None, start, read_committed: bool = False) -> dict:
+                      group: str | None, start, read_committed: bool = False,
+                      group_protocol: str = "classic") -> dict:
         consumer = Consumer({
             "bootstrap.servers": self.bootstrap, "group.id": group or ASSIGN_ONLY_GROUP,
+            "group.protocol": group_protocol,
             "enable.auto.commit": False, "auto.offset.reset": "earliest",
             "isolation.level": "read_committed" if read_committed else "read_uncommitted"})
         self.consumers[name] = consumer
         if partitions is None:
-            consumer.subscribe([topic])
+            consumer.subscribe([topic])  # "^...": a regex (the broker's, with "consumer")
             return {"positions": {}}
         positions = {p: self._start(consumer, topic, p, start) for p in partitions}
         consumer.assign([TopicPartition(topic, p, o) for p, o in positions.items()])

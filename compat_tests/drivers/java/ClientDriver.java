@@ -215,9 +215,19 @@ public final class ClientDriver {
         return new Json().put("sent", sent);
     }
 
+    /** A regex the broker resolves (KIP-848 v1): SubscriptionPattern, kafka-clients 4.0+, by
+     *  reflection so that this file also compiles against 3.9 (whose cell is n/a). */
+    static void subscribeBrokerRegex(KafkaConsumer<byte[], byte[]> consumer, String regex)
+            throws ReflectiveOperationException {
+        Class<?> pattern = Class.forName("org.apache.kafka.clients.consumer.SubscriptionPattern");
+        Object subscription = pattern.getConstructor(String.class).newInstance(regex);
+        KafkaConsumer.class.getMethod("subscribe", pattern).invoke(consumer, subscription);
+    }
+
     @SuppressWarnings("unchecked")
-    Json open(Map<String, Object> r) {
+    Json open(Map<String, Object> r) throws ReflectiveOperationException {
         String group = (String) r.get("group");
+        Object protocol = r.get("group_protocol");
         Object start = r.get("start");
         Properties props = new Properties();
         props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
@@ -230,12 +240,19 @@ public final class ClientDriver {
         if (group != null) {
             props.put(ConsumerConfig.GROUP_ID_CONFIG, group);
         }
+        if (protocol != null) {
+            props.put("group.protocol", protocol);
+        }
         KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props);
         consumers.put((String) r.get("name"), consumer);
         String topic = (String) r.get("topic");
         Json positions = new Json();
         if (r.get("partitions") == null) {
-            consumer.subscribe(List.of(topic));
+            if ("consumer".equals(protocol) && topic.startsWith("^")) {
+                subscribeBrokerRegex(consumer, topic);
+            } else {
+                consumer.subscribe(List.of(topic));
+            }
             return new Json().put("positions", positions);
         }
         List<TopicPartition> tps = new ArrayList<>();

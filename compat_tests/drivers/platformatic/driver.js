@@ -167,8 +167,8 @@ async function pollAssigned (c, count, maxMs) {
 
 // ---- group members: a consume() stream feeds a buffer that polls take from -----------------------
 
-async function openMember ({ name, topic, group }) {
-  const consumer = new Consumer({ ...base, groupId: group, autocommit: false })
+async function openMember ({ name, topic, group, group_protocol: groupProtocol = 'classic' }) {
+  const consumer = new Consumer({ ...base, groupId: group, autocommit: false, groupProtocol })
   const member = { topic, consumer, buffer: [], returned: {} }
   member.stream = await consumer.consume({
     topics: [topic], mode: MessagesStreamModes.COMMITTED, fallbackMode: MessagesStreamFallbackModes.EARLIEST, autocommit: false, maxWaitTime: FETCH_WAIT_MS
