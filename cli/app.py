@@ -3,6 +3,7 @@ modules of this package."""
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -17,6 +18,7 @@ from cli.records import consume, produce
 from cli.store import store_app
 from cli.topic import topic_app
 from gateway import settings
+from gateway.env_settings import environment_settings
 from gateway.server import configure_logging, run_loop
 
 app = typer.Typer(help="CommitGate: a Kafka-compatible broker over a RocketMQ-style store.",
@@ -33,7 +35,9 @@ app.command(help="Find records by key (through CommitGate's IndexFiles), offset 
 app.add_typer(store_app, name="store")
 app.add_typer(pipeline_app, name="pipeline")
 @app.command(help="Start CommitGate on the store in log.dirs (default ./data).\n\n"
-                  "Settings (as --override KEY=VALUE or lines of --config FILE):\n\n"
+                  "Settings (as --override KEY=VALUE, lines of --config FILE or environment "
+                  "variables COMMITGATE_KEY_IN_CAPITALS, dots as underscores; --override wins "
+                  "over the file, the file over the environment):\n\n"
                   + settings.describe().replace("\n", "\n\n"))
 def serve(
     config: Annotated[Path | None, typer.Option(help="a Kafka-style .properties file")] = None,
@@ -42,7 +46,7 @@ def serve(
 ) -> None:
     configure_logging(log_level)
     try:
-        broker_config = settings.load(config, override)
+        broker_config = settings.load(config, override, environment_settings(os.environ))
     except (ValueError, OSError) as exc:
         raise typer.BadParameter(str(exc)) from None
     from engine import StoreLocked, VolumeTooSmall
