@@ -80,9 +80,12 @@ def _cells(matrix: Matrix) -> dict[tuple[str, str], Cell]:
 
 def differences(matrix: Matrix, reference: Matrix) -> list[Difference]:
     """Every cell whose status differs from the reference's, or that only one run has; in the
-    order of this run's clients and scenarios, then the reference's own."""
+    order of this run's clients and scenarios, then the reference's own. A run of some clients
+    or scenarios (``--clients``, ``--scenarios``) is held against those only."""
     ours, theirs = _cells(matrix), _cells(reference)
-    keys = list(ours) + [key for key in theirs if key not in ours]
+    clients, scenarios = {c.name for c in matrix.clients}, set(matrix.scenarios)
+    keys = list(ours) + [key for key in theirs if key not in ours
+                         and key[0] in clients and key[1] in scenarios]
     out = []
     for key in keys:
         mine, ref = ours.get(key), theirs.get(key)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from kafka.partitioner.default import murmur2
 
 from compat_tests.contract import Record
-from compat_tests.session import POLL_MS, Session
+from compat_tests.session import POLL_MS, Session, eventually
 from compat_tests.stored import stored_batches
 from protocol.record_batch import CODECS, BatchHeader
 
@@ -415,7 +415,8 @@ def admin_configs(s: Session) -> None:
     configs = s.call("describe_configs", topic=topic)["configs"]
     expect(configs.get("retention.ms") == "3600000", f"retention.ms {configs.get('retention.ms')}")
     s.call("alter_config", topic=topic, name="retention.ms", value="7200000")
-    configs = s.call("describe_configs", topic=topic)["configs"]
+    configs = eventually(lambda: s.call("describe_configs", topic=topic)["configs"],
+                         lambda c: c.get("retention.ms") == "7200000")
     expect(configs.get("retention.ms") == "7200000",
            f"after altering: retention.ms {configs.get('retention.ms')}")
 
@@ -423,7 +424,8 @@ def admin_configs(s: Session) -> None:
 def create_partitions(s: Session) -> None:
     topic = s.topic("create-partitions", 1)
     s.call("create_partitions", topic=topic, total=3)
-    partitions = s.call("metadata", topic=topic)["partitions"]
+    partitions = eventually(lambda: s.call("metadata", topic=topic)["partitions"],
+                            lambda found: found == [0, 1, 2])
     expect(partitions == [0, 1, 2], f"partitions {partitions} after growing to 3")
 
 

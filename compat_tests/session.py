@@ -2,8 +2,10 @@
 the run, and the harness's own kafka-python (topic set-up, records a client cannot make)."""
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
@@ -13,6 +15,24 @@ from compat_tests.contract import DriverError, DriverProcess, Record, records_js
 
 CALL_MARGIN_S = 60.0  # beyond a poll's own wait: how long an answer may take
 POLL_MS = 30_000
+# Kafka answers CreateTopics, CreatePartitions and config changes once its controller recorded
+# them; the broker's own view follows a moment later, so a read straight after may not see them
+SETTLE_S = 30.0
+SETTLE_POLL_S = 0.05
+
+T = TypeVar("T")
+
+
+def eventually(read: Callable[[], T], done: Callable[[T], bool],
+               within_s: float = SETTLE_S) -> T:
+    """``read()`` again until ``done`` holds of its answer or ``within_s`` passed; the last
+    answer either way (the caller's expectation then says what it saw)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        answer = read()
+        if done(answer) or time.monotonic() >= deadline:
+            return answer
+        time.sleep(SETTLE_POLL_S)
 
 
 @dataclass
@@ -24,7 +44,12 @@ class Harness:
     def create_topic(self, topic: str, partitions: int, configs: dict[str, str]) -> None:
         if self.admin is None:
             self.admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
+        # the records' timestamps are from 1970: time retention (Kafka's and CommitGate's
+        # 5-minute check) would delete them during a long run
+        configs = {"retention.ms": "-1", **configs}
         self.admin.create_topics([NewTopic(topic, partitions, 1, topic_configs=configs)])
+        eventually(lambda: self.admin.describe_topics([topic])[0],
+                   lambda t: _has_leaders(t, partitions))
 
     def produce(self, topic: str, records: Sequence[Record]) -> None:
         producer = KafkaProducer(bootstrap_servers=self.bootstrap)
@@ -111,3 +136,10 @@ class Session:
         except DriverError as exc:
             return str(exc).splitlines()[0]
         return None
+
+
+def _has_leaders(described: dict, partitions: int) -> bool:
+    """Whether kafka-python's description of a topic shows every partition with a leader."""
+    found = described.get("partitions") or []
+    return described["error_code"] == 0 and len(found) == partitions and \
+        all(p["leader_id"] >= 0 for p in found)
