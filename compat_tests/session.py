@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from kafka import KafkaAdminClient, KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
 from compat_tests.clients import ClientSpec
@@ -40,16 +40,22 @@ class Harness:
     """The matrix's own admin and producer, independent of the client under test."""
     bootstrap: str
     admin: KafkaAdminClient | None = None
+    reader: KafkaConsumer | None = None
 
     def create_topic(self, topic: str, partitions: int, configs: dict[str, str]) -> None:
         if self.admin is None:
             self.admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
+            self.reader = KafkaConsumer(bootstrap_servers=self.bootstrap)
         # the records' timestamps are from 1970: time retention (Kafka's and CommitGate's
         # 5-minute check) would delete them during a long run
         configs = {"retention.ms": "-1", **configs}
         self.admin.create_topics([NewTopic(topic, partitions, 1, topic_configs=configs)])
         eventually(lambda: self.admin.describe_topics([topic])[0],
                    lambda t: _has_leaders(t, partitions))
+        # metadata names a leader before Kafka's replica acts as one (it answers
+        # NOT_LEADER_OR_FOLLOWER meanwhile, which a client that is not idempotent meets by
+        # sending its records again): ListOffsets retries until every leader answers
+        self.reader.end_offsets([TopicPartition(topic, p) for p in range(partitions)])
 
     def produce(self, topic: str, records: Sequence[Record]) -> None:
         producer = KafkaProducer(bootstrap_servers=self.bootstrap)
@@ -63,6 +69,8 @@ class Harness:
     def close(self) -> None:
         if self.admin is not None:
             self.admin.close()
+        if self.reader is not None:
+            self.reader.close()
 
 
 @dataclass
