@@ -15,12 +15,15 @@ from engine import MessageStore, StoreStatus
 from gateway import settings
 from gateway.admin import query, topics
 from gateway.broker import Broker
+from gateway.launcher import BrokerProcess
 from protocol.record_batch import KafkaBodyFormat, build_batch
 
 
 @contextlib.asynccontextmanager
 async def _client(tmp_path):
-    config = settings.load(None, [f"log.dirs={tmp_path / 'data'}"])
+    # the suite's small files (tests/conftest.py): a default store reserves 1.4 GB a test
+    small = [f"{key}={value}" for key, value in BrokerProcess.default_overrides.items()]
+    config = settings.load(None, [f"log.dirs={tmp_path / 'data'}", *small])
     store = MessageStore(config.store, KafkaBodyFormat())
     await store.open()
     broker = Broker(config, store)
