@@ -1,19 +1,38 @@
-"""Build the C helpers; everything else lives in pyproject.toml.
+"""Build CommitGate under one import root; everything else lives in pyproject.toml.
 
-The extensions are optional: without a C compiler the install still succeeds,
-``protocol.record_batch`` falls back to aiokafka's compiled record reader, the IndexBuilder
-walks the CommitLog in Python and ConsumeQueue units are packed by engine/queue_core.py
-(correct, slower).
+The repository's top-level folders (engine/, protocol/, gateway/, ...) are the subpackages of
+``commitgate``: they are mapped under that name here, so the layout stays flat while the wheel
+installs one top-level import name (``commitgate.engine``, ``commitgate.gateway``, ...).
+
+The C extensions are optional: without a C compiler the install still succeeds and the
+pure-Python fallbacks run, with the same checks and answers (``COMMITGATE_NO_C=1`` forces them
+where the helpers are built).
 """
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
 
-INCLUDE = ["."]  # engine/body_scanner.h (the interface between the first two), big_endian.h
+ROOT = "commitgate"
+SUBPACKAGES = ("engine", "protocol", "gateway", "pipeline", "bench", "cli", "compat_tests")
+INCLUDE = ["."]  # the C headers shared by the helpers
 
-setup(ext_modules=[
-    Extension("protocol._record_keys", ["protocol/_record_keys.c"], include_dirs=INCLUDE,
-              depends=["engine/body_scanner.h"], optional=True),
-    Extension("engine._commit_log", ["engine/_commit_log.c"], include_dirs=INCLUDE,
-              depends=["engine/body_scanner.h", "engine/big_endian.h"], optional=True),
-    Extension("engine._queue_core", ["engine/_queue_core.c"], include_dirs=INCLUDE,
-              depends=["engine/big_endian.h"], optional=True),
-])
+
+def packages() -> list[str]:
+    found = find_packages(include=[f"{name}*" for name in SUBPACKAGES])
+    return [ROOT, *(f"{ROOT}.{name}" for name in found)]
+
+
+def extension(name: str, source: str, depends: list[str]) -> Extension:
+    return Extension(f"{ROOT}.{name}", [source], include_dirs=INCLUDE, depends=depends,
+                     optional=True)
+
+
+setup(
+    packages=packages(),
+    package_dir={ROOT: ROOT, **{f"{ROOT}.{name}": name for name in SUBPACKAGES}},
+    package_data={f"{ROOT}.protocol": ["schemas/*.json"]},
+    ext_modules=[
+        extension("protocol._record_keys", "protocol/_record_keys.c", ["engine/body_scanner.h"]),
+        extension("engine._commit_log", "engine/_commit_log.c",
+                  ["engine/body_scanner.h", "engine/big_endian.h"]),
+        extension("engine._queue_core", "engine/_queue_core.c", ["engine/big_endian.h"]),
+    ],
+)

@@ -12,7 +12,7 @@ medians over the rounds; the ratios are on / off (MB/s: 1.00 is no cost; CPU: ab
 of the medians and, "paired", the median of each round's own ratio (the two sides of a round
 run one after the other, so slow drift of the machine cancels).
 
-    python -m bench.admin [--records N] [--size B] [--partitions P] [--rounds R]
+    python -m commitgate.bench.admin [--records N] [--size B] [--partitions P] [--rounds R]
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
 
-from gateway.launcher import BrokerProcess
+from commitgate.gateway.launcher import BrokerProcess
 
 MB = 1e6
 GB = 1e9
@@ -102,7 +102,7 @@ class Side:
 
 def _loadgen(*args: str) -> dict:
     """Run one bench.loadgen process; its last line is its JSON result."""
-    done = subprocess.run([sys.executable, "-m", "bench.loadgen", *args], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "commitgate.bench.loadgen", *args], capture_output=True,
                           text=True, timeout=LOADGEN_TIMEOUT_S, check=False)
     lines = done.stdout.strip().splitlines()
     result = json.loads(lines[-1]) if lines else {"error": done.stderr.strip()[-500:]}

@@ -23,10 +23,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from bench import charts, flame, topics
-from bench.profiles import FETCH_1, FETCH_COMMITTED, PRODUCE_ACKS1, PRODUCE_TXN, PROFILES, Profile
-from bench.targets import PEERS, Target, by_address, start_commitgate
-from bench.workloads import (
+from commitgate.bench import charts, flame, topics
+from commitgate.bench.profiles import FETCH_1, FETCH_COMMITTED, PRODUCE_ACKS1, PRODUCE_TXN, PROFILES, Profile
+from commitgate.bench.targets import PEERS, Target, by_address, start_commitgate
+from commitgate.bench.workloads import (
     FETCH,
     LATENCY,
     PRODUCE,

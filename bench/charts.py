@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.profiles import Profile
-from bench.targets import Target
-from bench.workloads import FETCH, LATENCY, PRODUCE, Workload
+from commitgate.bench.profiles import Profile
+from commitgate.bench.targets import Target
+from commitgate.bench.workloads import FETCH, LATENCY, PRODUCE, Workload
 
 LATENCIES = ("p50 ms", "p99 ms", "p999 ms")
 

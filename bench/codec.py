@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.table import Table
 
-from protocol import messages
-from protocol.codec import Chunks
+from commitgate.protocol import messages
+from commitgate.protocol.codec import Chunks
 
 PRODUCE_VERSION = 9
 FETCH_VERSION = 12

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from gateway.launcher import BrokerProcess
+from commitgate.gateway.launcher import BrokerProcess
 
 DEADLINE_S = 120.0
 MIB = 1 << 20

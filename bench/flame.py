@@ -14,8 +14,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from bench.targets import Target
-from bench.workloads import Measurement, Workload
+from commitgate.bench.targets import Target
+from commitgate.bench.workloads import Measurement, Workload
 
 SAMPLES_PER_S = 200
 TOP = 15

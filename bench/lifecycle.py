@@ -1,4 +1,4 @@
-"""Log lifecycle benchmark: ``python -m bench.lifecycle`` (or ``commitgate bench lifecycle``).
+"""Log lifecycle benchmark: ``python -m commitgate.bench.lifecycle`` (or ``commitgate bench lifecycle``).
 
 Measures on the store alone (a MessageStore over real files in a temporary directory, as
 ``bench.store`` does) what the CommitLog cleaner and the log compactor (docs/architecture.md,
@@ -55,9 +55,9 @@ from rich.console import Console
 from rich.progress import Progress, TaskID
 from rich.table import Table
 
-from bench.store import RECORD_VALUE, YIELD_EVERY_BYTES, _index_settled, append_round_robin, clear
-from engine import MessageStore, StoreConfig, StoreStatus
-from protocol.record_batch import KafkaBodyFormat, build_batch, decode_records, read_header
+from commitgate.bench.store import RECORD_VALUE, YIELD_EVERY_BYTES, _index_settled, append_round_robin, clear
+from commitgate.engine import MessageStore, StoreConfig, StoreStatus
+from commitgate.protocol.record_batch import KafkaBodyFormat, build_batch, decode_records, read_header
 
 MIB = 1 << 20
 KIB = 1 << 10
@@ -630,7 +630,7 @@ def run(directory: Path, volume_mb: int, segment_mb: int, rounds: int, minutes: 
     volume, segment = volume_mb * MIB, segment_mb * MIB
     report = Report()
     engine_log = EngineLog()
-    logging.getLogger("engine").addHandler(engine_log)
+    logging.getLogger("commitgate.engine").addHandler(engine_log)
     try:
         with Progress(console=console, transient=True) as progress:
             produce = progress.add_task("produce", total=len(MODES) * rounds)
@@ -647,7 +647,7 @@ def run(directory: Path, volume_mb: int, segment_mb: int, rounds: int, minutes: 
             report.mixed = asyncio.run(mixed_run(directory, segment, minutes,
                                                  lambda: progress.advance(mixed)))
     finally:
-        logging.getLogger("engine").removeHandler(engine_log)
+        logging.getLogger("commitgate.engine").removeHandler(engine_log)
         shutil.rmtree(directory, ignore_errors=True)
     report.engine_log = engine_log.lines
     return report

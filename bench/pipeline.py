@@ -38,8 +38,8 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from bench import topics
-from bench.targets import CLOCK_TICKS, start_commitgate
+from commitgate.bench import topics
+from commitgate.bench.targets import CLOCK_TICKS, start_commitgate
 
 if TYPE_CHECKING:
     from multiprocessing.queues import Queue
@@ -119,7 +119,7 @@ def records_in(bootstrap: str, topic: str, partitions: int) -> int | None:
 def produce(bootstrap: str, topic: str, records: int, value_bytes: int,
             partitions: int) -> None:
     topics.create(bootstrap, topic, partitions)
-    command = [sys.executable, "-m", "bench.loadgen", "produce", "--bootstrap", bootstrap,
+    command = [sys.executable, "-m", "commitgate.bench.loadgen", "produce", "--bootstrap", bootstrap,
                "--topic", topic, "--count", str(records), "--size", str(value_bytes),
                "--partitions", str(partitions), "--acks", "1"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=PRODUCE_TIMEOUT_S,
@@ -155,7 +155,7 @@ def consume_all(bootstrap: str, topic: str, partitions: int) -> Read:
 
 def spark_session() -> SparkSession:
     """The demo's session (local[2], 2 shuffle partitions, quiet, commitgate registered)."""
-    from pipeline.window_counts import demo_session  # pyspark only when Spark runs: quick --help
+    from commitgate.pipeline.window_counts import demo_session  # pyspark only when Spark runs: quick --help
 
     return demo_session("local[2]", "commitgate-bench-pipeline")
 
@@ -387,7 +387,7 @@ def result_watcher(bootstrap: str, topic: str) -> Iterator[Callable[[], list]]:
 def generate_clicks(bootstrap: str, topic: str, rate: float, seconds: float) -> int:
     """The demo's click generator for ``seconds``, in a process of its own: in the bench's,
     Spark's py4j threads hold the GIL it needs for 10,000 sends a second."""
-    from pipeline.clicks import ClickGenerator
+    from commitgate.pipeline.clicks import ClickGenerator
 
     generator = ClickGenerator(bootstrap, topic, rate, seed=22).start()
     generator.join(seconds)  # it runs until stopped: this is the wait
@@ -399,7 +399,7 @@ def generate_clicks(bootstrap: str, topic: str, rate: float, seconds: float) -> 
 
 def demo_latency(spark: SparkSession, bootstrap: str, rate: float, seconds: float,
                  console: Console) -> Latency:
-    from pipeline.window_counts import start_counts_query, stop_between_batches
+    from commitgate.pipeline.window_counts import start_counts_query, stop_between_batches
 
     name = f"bench-clicks-{int(time.time())}"
     topics.create(bootstrap, name, CLICK_PARTITIONS)
@@ -598,7 +598,7 @@ def main(settings: Settings) -> Report:
 
 def _arguments(argv: list[str] | None) -> Settings:
     defaults = Settings()
-    parser = argparse.ArgumentParser(prog="python -m bench.pipeline",
+    parser = argparse.ArgumentParser(prog="python -m commitgate.bench.pipeline",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--size-mib", type=int, default=defaults.size_mib,
                         help="MiB in the topic (1 KiB values, 4 partitions)")

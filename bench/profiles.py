@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench.workloads import FETCH, LATENCY, PRODUCE, Workload
+from commitgate.bench.workloads import FETCH, LATENCY, PRODUCE, Workload
 
 PRODUCE_ACKS1 = "produce 1 KiB acks=1"
 PRODUCE_ACKSALL = "produce 1 KiB acks=all"

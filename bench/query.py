@@ -1,4 +1,4 @@
-"""Query-by-key benchmark: ``python -m bench.query``.
+"""Query-by-key benchmark: ``python -m commitgate.bench.query``.
 
 Writes ``--records`` records (default 10 million: 100-record batches, each record with its own
 key, round robin over 8 partitions) into a store directly (no Kafka client: the write is not
@@ -24,12 +24,12 @@ from aiohttp.test_utils import TestClient, TestServer
 from rich.console import Console
 from rich.progress import Progress
 
-from bench.store import _index_settled
-from engine import MessageStore, StoreStatus
-from gateway import settings
-from gateway.admin import query
-from gateway.broker import Broker
-from protocol.record_batch import KafkaBodyFormat, build_batch
+from commitgate.bench.store import _index_settled
+from commitgate.engine import MessageStore, StoreStatus
+from commitgate.gateway import settings
+from commitgate.gateway.admin import query
+from commitgate.gateway.broker import Broker
+from commitgate.protocol.record_batch import KafkaBodyFormat, build_batch
 
 TOPIC = "keys"
 VALUE = b"v" * 16

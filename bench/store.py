@@ -1,4 +1,4 @@
-"""Store benchmark: ``python -m bench.store`` (or ``commitgate bench store``).
+"""Store benchmark: ``python -m commitgate.bench.store`` (or ``commitgate bench store``).
 
 Prints, from one run on this machine: the raw sequential write speed (plain buffered writes of
 the same volume), append MB/s under ASYNC_FLUSH and SYNC_FLUSH for 1 KiB and 64 KiB batches,
@@ -34,8 +34,8 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from engine import MessageStore, StoreConfig, StoreStatus
-from protocol.record_batch import KafkaBodyFormat, build_batch, read_header
+from commitgate.engine import MessageStore, StoreConfig, StoreStatus
+from commitgate.protocol.record_batch import KafkaBodyFormat, build_batch, read_header
 
 MIB = 1 << 20
 RECORD_VALUE = 1000  # ~1 KiB records, as the Kafka benchmarks use

@@ -1,7 +1,7 @@
 """UDP ingest throughput: datagrams/s accepted with no loss from one local sender, and the
 broker's CPU per datagram, while a Kafka client produces and consumes through the same broker.
 
-    python -m bench.udp [--sizes 100 1024] [--rates 20000 40000 50000 ...] [--seconds 3]
+    python -m commitgate.bench.udp [--sizes 100 1024] [--rates 20000 40000 50000 ...] [--seconds 3]
 
 For each datagram size, each rate in turn is sent for ``--seconds`` from one paced sender (no
 window: a real sender does not know what the broker read); the broker's /metrics then say how
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
 
-from gateway.launcher import BrokerProcess
+from commitgate.gateway.launcher import BrokerProcess
 
 TOPIC = "udp-bench"
 SETTLE_S = 30.0  # how long the broker may take to append what it was sent

@@ -1,4 +1,4 @@
-"""Produce validation benchmark: ``python -m bench.validation`` (or ``commitgate bench
+"""Produce validation benchmark: ``python -m commitgate.bench.validation`` (or ``commitgate bench
 validation``).
 
 For batches of 1 KiB records (text-like values that compress about 3:1), uncompressed, lz4 and
@@ -44,10 +44,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from engine import MessageStore, StoreConfig, StoreStatus
-from gateway.launcher import BrokerProcess
-from protocol import record_batch
-from protocol.record_batch import (
+from commitgate.engine import MessageStore, StoreConfig, StoreStatus
+from commitgate.gateway.launcher import BrokerProcess
+from commitgate.protocol import record_batch
+from commitgate.protocol.record_batch import (
     BASE_OFFSET,
     KafkaBodyFormat,
     RecordRules,
@@ -215,11 +215,11 @@ def headers_only_check(buf, max_batch_bytes: int, _rules: RecordRules | None = N
 
 
 def serve(header_only: bool, overrides: list[str]) -> None:
-    """A broker process (``python -m bench.validation serve``), its produce handler's
+    """A broker process (``python -m commitgate.bench.validation serve``), its produce handler's
     validation swapped for the old one when ``header_only``."""
-    from gateway import settings
-    from gateway.handlers import produce
-    from gateway.server import configure_logging, run_loop, run_until_signal
+    from commitgate.gateway import settings
+    from commitgate.gateway.handlers import produce
+    from commitgate.gateway.server import configure_logging, run_loop, run_until_signal
 
     configure_logging("warning")
     if header_only:
@@ -235,7 +235,7 @@ class BenchBroker(BrokerProcess):
     def command(self) -> list[str]:
         args = super().command()
         serve_args = args[args.index("serve") + 1:]
-        return [sys.executable, "-m", "bench.validation", "serve",
+        return [sys.executable, "-m", "commitgate.bench.validation", "serve",
                 *(["--header-only"] if self.header_only else []), *serve_args]
 
 

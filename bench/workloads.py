@@ -10,7 +10,7 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from bench.targets import Target
+from commitgate.bench.targets import Target
 
 GENERATOR_TIMEOUT_S = 600
 PRODUCE, FETCH, LATENCY = "produce", "fetch", "latency"
@@ -67,7 +67,7 @@ class Measurement:
 
 
 def _generator(target: Target, mode: str, topic: str, count: int, **options) -> list[str]:
-    args = [sys.executable, "-m", "bench.loadgen", mode, "--bootstrap", target.bootstrap,
+    args = [sys.executable, "-m", "commitgate.bench.loadgen", mode, "--bootstrap", target.bootstrap,
             "--topic", topic, "--count", str(count)]
     for key, value in options.items():
         if value is True:

@@ -9,17 +9,17 @@ from typing import Annotated
 
 import typer
 
-from cli.bench import bench_app
-from cli.compat import COMPAT_HELP, FUZZ_HELP, compat, fuzz
-from cli.groups import groups_app
-from cli.pipeline import pipeline_app
-from cli.query import query
-from cli.records import consume, produce
-from cli.store import store_app
-from cli.topic import topic_app
-from gateway import settings
-from gateway.env_settings import environment_settings
-from gateway.server import configure_logging, run_loop
+from commitgate.cli.bench import bench_app
+from commitgate.cli.compat import COMPAT_HELP, FUZZ_HELP, compat, fuzz
+from commitgate.cli.groups import groups_app
+from commitgate.cli.pipeline import pipeline_app
+from commitgate.cli.query import query
+from commitgate.cli.records import consume, produce
+from commitgate.cli.store import store_app
+from commitgate.cli.topic import topic_app
+from commitgate.gateway import settings
+from commitgate.gateway.env_settings import environment_settings
+from commitgate.gateway.server import configure_logging, run_loop
 
 app = typer.Typer(help="CommitGate: a Kafka-compatible broker over a RocketMQ-style store.",
                   no_args_is_help=True, add_completion=False)
@@ -49,8 +49,8 @@ def serve(
         broker_config = settings.load(config, override, environment_settings(os.environ))
     except (ValueError, OSError) as exc:
         raise typer.BadParameter(str(exc)) from None
-    from engine import StoreLocked, VolumeTooSmall
-    from gateway.server import run_until_signal
+    from commitgate.engine import StoreLocked, VolumeTooSmall
+    from commitgate.gateway.server import run_until_signal
 
     try:
         run_loop(run_until_signal(broker_config))
@@ -63,7 +63,7 @@ def serve(
 @app.command(help="Append, read back, restart and verify a store in a temporary directory.")
 def selfcheck(log_level: str = "warning") -> None:
     configure_logging(log_level)
-    from gateway.selfcheck import run_selfcheck
+    from commitgate.gateway.selfcheck import run_selfcheck
 
     run_loop(run_selfcheck())
 

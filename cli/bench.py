@@ -19,7 +19,7 @@ def bench_store(
              "10,000 partitions)")] = None,
     rounds: Annotated[int, typer.Option(help="times each measurement runs (best is shown)")] = 2,
 ) -> None:
-    from bench.store import main as bench_main
+    from commitgate.bench.store import main as bench_main
 
     bench_main(data_dir, volume_mb, rounds, partition_volume_mb)
 
@@ -43,7 +43,7 @@ def bench_lifecycle(
     if min(volume_mb, segment_mb, rounds, minutes) < 1:
         raise typer.BadParameter("--volume-mb, --segment-mb, --rounds and --minutes must be at "
                                  "least 1")
-    from bench.lifecycle import main as lifecycle_main
+    from commitgate.bench.lifecycle import main as lifecycle_main
 
     lifecycle_main(data_dir, volume_mb, segment_mb, rounds, minutes)
 
@@ -53,7 +53,7 @@ def bench_lifecycle(
 def bench_codec(
     rounds: Annotated[int, typer.Option(help="times each measurement runs (best is shown)")] = 3,
 ) -> None:
-    from bench.codec import main as codec_main
+    from commitgate.bench.codec import main as codec_main
 
     codec_main(rounds)
 
@@ -70,9 +70,9 @@ def bench_brokers(
                                                       "produce and fetch")] = False,
     peers: Annotated[bool, typer.Option(help="start noida-db and Tansu if installed")] = True,
 ) -> None:
-    from bench.broker import main as brokers_main
-    from bench.profiles import PROFILES
-    from bench.targets import by_address
+    from commitgate.bench.broker import main as brokers_main
+    from commitgate.bench.profiles import PROFILES
+    from commitgate.bench.targets import by_address
 
     if profile not in PROFILES:
         raise typer.BadParameter(f"--profile is one of {', '.join(PROFILES)}")
@@ -94,7 +94,7 @@ def bench_connections(
 ) -> None:
     if min(connections, requests, request_mb) < 1:
         raise typer.BadParameter("--connections, --requests and --request-mb must be at least 1")
-    from bench.connections import main as connections_main
+    from commitgate.bench.connections import main as connections_main
 
     connections_main(connections, requests, request_mb)
 
@@ -111,8 +111,8 @@ def bench_validation(
 ) -> None:
     if min(volume_mb, rounds, broker_volume_mb) < 1:
         raise typer.BadParameter("--volume-mb, --rounds and --broker-volume-mb must be at least 1")
-    from bench.validation import brokers as validation_brokers
-    from bench.validation import main as validation_main
+    from commitgate.bench.validation import brokers as validation_brokers
+    from commitgate.bench.validation import main as validation_main
 
     validation_main(volume_mb, rounds)
     if broker:
@@ -135,15 +135,15 @@ def bench_pipeline(
     if min(size_mib, rounds) < 1 or rate <= 0 or latency_seconds < 0:
         raise typer.BadParameter("--size-mib and --rounds must be at least 1, --rate positive, "
                                  "--latency-seconds not negative")
-    from bench.pipeline import Settings
-    from bench.pipeline import main as pipeline_main
+    from commitgate.bench.pipeline import Settings
+    from commitgate.bench.pipeline import main as pipeline_main
 
     pipeline_main(Settings(size_mib=size_mib, rounds=rounds, bootstrap=bootstrap, rate=rate,
                            latency_s=latency_seconds))
 
 
 def _passthrough(name: str, module: str, summary: str) -> None:
-    """A benchmark with its own argparse options (``python -m bench.<module>``), under
+    """A benchmark with its own argparse options (``python -m commitgate.bench.<module>``), under
     ``commitgate bench``: its arguments and --help are its own."""
     @bench_app.command(name, add_help_option=False, help=summary + " (--help lists its options)",
                        context_settings={"allow_extra_args": True,

@@ -23,7 +23,7 @@ def compat(
         help="compat.json of a reference run (e.g. Apache Kafka): list the cells whose verdict "
              "differs from it")] = None,
 ) -> None:
-    from compat_tests.cli import run as run_compat
+    from commitgate.compat_tests.cli import run as run_compat
 
     try:
         run_compat(bootstrap, out, clients or None, scenarios or None, reference)
@@ -49,8 +49,8 @@ def fuzz(
     broker_log: Annotated[Path | None, typer.Option(help="the broker's log, scanned for new "
                                                          "tracebacks")] = None,
 ) -> None:
-    from compat_tests.fuzz import BrokerDown, FuzzOptions, api_keys
-    from compat_tests.fuzz import main as fuzz_main
+    from commitgate.compat_tests.fuzz import BrokerDown, FuzzOptions, api_keys
+    from commitgate.compat_tests.fuzz import main as fuzz_main
 
     if min(cases, connections) < 1:
         raise typer.BadParameter("--cases and --connections must be at least 1")

@@ -19,8 +19,8 @@ from kafka.protocol.api_message import ApiMessage
 from rich.console import Console
 from rich.table import Table
 
-import protocol.schemas
-from cli.common import (
+from commitgate.protocol import schemas as own_schemas
+from commitgate.cli.common import (
     DEFAULT_BOOTSTRAP,
     AsJson,
     Bootstrap,
@@ -29,18 +29,18 @@ from cli.common import (
     fail,
     print_json,
 )
-from gateway.admin.query import parse_time
+from commitgate.gateway.admin.query import parse_time
 
 groups_app = typer.Typer(help="Consumer groups: list, describe with members and lag, reset "
                               "offsets, delete.", no_args_is_help=True)
 INACTIVE = {"Empty", "Dead"}
 
 
-class ConsumerGroupDescribeRequest(ApiMessage, load_json=protocol.schemas):
+class ConsumerGroupDescribeRequest(ApiMessage, load_json=own_schemas):
     pass
 
 
-class ConsumerGroupDescribeResponse(ApiMessage, load_json=protocol.schemas):
+class ConsumerGroupDescribeResponse(ApiMessage, load_json=own_schemas):
     pass
 
 

@@ -15,7 +15,7 @@ pipeline_app = typer.Typer(help="The Spark pipeline (pip install -e '.[pipeline]
          "pipeline.demo; --help lists its options).")
 def demo(ctx: typer.Context) -> None:
     try:  # PySpark is imported only now: the broker's own commands do not need it
-        from pipeline.demo import app as demo_app
+        from commitgate.pipeline.demo import app as demo_app
     except ImportError as exc:
         typer.echo(f"the pipeline needs its extra: pip install -e '.[pipeline]' ({exc})", err=True)
         raise typer.Exit(2) from None

@@ -16,8 +16,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from cli.common import AsJson, fail, print_json, show_time
-from gateway.admin.query import parse_time
+from commitgate.cli.common import AsJson, fail, print_json, show_time
+from commitgate.gateway.admin.query import parse_time
 
 DEFAULT_ADMIN = "http://127.0.0.1:9644"
 TIMEOUT_S = 30.0

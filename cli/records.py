@@ -16,7 +16,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from cli.common import (
+from commitgate.cli.common import (
     CLIENT_ID,
     DEFAULT_BOOTSTRAP,
     Bootstrap,
@@ -25,7 +25,7 @@ from cli.common import (
     key_value,
     print_json,
 )
-from gateway.admin.query import parse_time, record_json
+from commitgate.gateway.admin.query import parse_time, record_json
 
 POLL_MS = 500
 

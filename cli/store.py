@@ -21,10 +21,10 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from engine.store_files import NotAStore, store_paths
-from engine.store_inspect import ERROR, StoreReport, inspect_store
-from engine.store_verify import VerifyResult, verify_store
-from protocol.record_batch import KafkaBodyFormat
+from commitgate.engine.store_files import NotAStore, store_paths
+from commitgate.engine.store_inspect import ERROR, StoreReport, inspect_store
+from commitgate.engine.store_verify import VerifyResult, verify_store
+from commitgate.protocol.record_batch import KafkaBodyFormat
 
 store_app = typer.Typer(help="A data directory, offline: inspect its files, verify every entry.",
                         no_args_is_help=True)

@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from cli.common import (
+from commitgate.cli.common import (
     DEFAULT_BOOTSTRAP,
     AsJson,
     Bootstrap,

@@ -9,8 +9,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from compat_tests.matrix import CROSS, Cell, Matrix, clients_named, run_matrix, scenarios_named
-from compat_tests.report import (
+from commitgate.compat_tests.matrix import CROSS, Cell, Matrix, clients_named, run_matrix, scenarios_named
+from commitgate.compat_tests.report import (
     counts,
     differences,
     differences_table,
@@ -19,7 +19,7 @@ from compat_tests.report import (
     rich_table,
     write_all,
 )
-from gateway.launcher import BrokerProcess
+from commitgate.gateway.launcher import BrokerProcess
 
 
 @contextmanager

@@ -33,7 +33,7 @@ class ClientSpec:
 
 def _python(module: str) -> Callable[[Path], Callable[[str], list[str]]]:
     def prepare(_: Path) -> Callable[[str], list[str]]:
-        return lambda bootstrap: [sys.executable, "-m", f"compat_tests.drivers.{module}.driver",
+        return lambda bootstrap: [sys.executable, "-m", f"commitgate.compat_tests.drivers.{module}.driver",
                                   bootstrap]
     return prepare
 

@@ -46,10 +46,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from protocol import messages, schema
-from protocol.codec import DecodeError, MessageCodec, uvarint
-from protocol.errors import ErrorCode
-from protocol.record_batch import CODECS, build_batch
+from commitgate.protocol import messages, schema
+from commitgate.protocol.codec import DecodeError, MessageCodec, uvarint
+from commitgate.protocol.errors import ErrorCode
+from commitgate.protocol.record_batch import CODECS, build_batch
 
 API_VERSIONS = 18
 METADATA = 3

@@ -15,10 +15,10 @@ from pathlib import Path
 
 from kafka import KafkaConsumer, TopicPartition
 
-from compat_tests.clients import CLIENTS, ClientSpec, Unavailable
-from compat_tests.contract import DriverError, DriverGone, DriverProcess, Record
-from compat_tests.scenarios import BASE_TS, SCENARIOS, Scenario, Unmet, expect, same_records
-from compat_tests.session import POLL_MS, Harness, Session
+from commitgate.compat_tests.clients import CLIENTS, ClientSpec, Unavailable
+from commitgate.compat_tests.contract import DriverError, DriverGone, DriverProcess, Record
+from commitgate.compat_tests.scenarios import BASE_TS, SCENARIOS, Scenario, Unmet, expect, same_records
+from commitgate.compat_tests.session import POLL_MS, Harness, Session
 
 CROSS = "cross-client"
 HELLO_TIMEOUT_S = 120.0  # a JVM's first connection included

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from compat_tests.matrix import Cell, ClientResult, Matrix
+from commitgate.compat_tests.matrix import Cell, ClientResult, Matrix
 
 STYLE = {"pass": "green", "fail": "red", "n/a": "dim", "skipped": "yellow"}
 COLOUR = {"pass": "#c8f7c5", "fail": "#f7c5c5", "n/a": "#e6e6e6", "skipped": "#f7edc5"}

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 from kafka.partitioner.default import murmur2
 
-from compat_tests.contract import Record
-from compat_tests.session import POLL_MS, Session, eventually
-from compat_tests.stored import stored_batches
-from protocol.record_batch import CODECS, BatchHeader
+from commitgate.compat_tests.contract import Record
+from commitgate.compat_tests.session import POLL_MS, Session, eventually
+from commitgate.compat_tests.stored import stored_batches
+from commitgate.protocol.record_batch import CODECS, BatchHeader
 
 BASE_TS = 1_000_000  # record timestamps: far in the past, never what a clock would give
 LARGE_BYTES = 5 * 1024 * 1024

@@ -10,8 +10,8 @@ from typing import TypeVar
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
-from compat_tests.clients import ClientSpec
-from compat_tests.contract import DriverError, DriverProcess, Record, records_json
+from commitgate.compat_tests.clients import ClientSpec
+from commitgate.compat_tests.contract import DriverError, DriverProcess, Record, records_json
 
 CALL_MARGIN_S = 60.0  # beyond a poll's own wait: how long an answer may take
 POLL_MS = 30_000

@@ -2,9 +2,9 @@
 client really sent (codec, producer id, sequences), not what it says it sent."""
 from __future__ import annotations
 
-from compat_tests.wire import WireClient
-from protocol import messages
-from protocol.record_batch import BatchHeader, iter_batch_headers
+from commitgate.compat_tests.wire import WireClient
+from commitgate.protocol import messages
+from commitgate.protocol.record_batch import BatchHeader, iter_batch_headers
 
 FETCH_KEY, FETCH_VERSION = 1, 12
 MAX_FETCHES = 10_000

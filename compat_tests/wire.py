@@ -8,7 +8,7 @@ import socket
 import struct
 from typing import Self
 
-from protocol import messages
+from commitgate.protocol import messages
 
 CLIENT_ID = "commitgate-tests"
 

@@ -12,9 +12,9 @@ import sys
 import urllib.error
 import urllib.request
 
-from gateway.config import Endpoint
-from gateway.env_settings import environment_settings
-from gateway.settings import broker_config
+from commitgate.gateway.config import Endpoint
+from commitgate.gateway.env_settings import environment_settings
+from commitgate.gateway.settings import broker_config
 
 TIMEOUT_S = 4.0
 

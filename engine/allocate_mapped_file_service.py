@@ -12,8 +12,8 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from engine.mapped_file import MappedFile
-from engine.supervision import TaskHealth, TaskState
+from commitgate.engine.mapped_file import MappedFile
+from commitgate.engine.supervision import TaskHealth, TaskState
 
 log = logging.getLogger(__name__)
 

@@ -33,13 +33,13 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from engine.body_format import BodyFormat
-from engine.mapped_file import MappedFile
-from engine.mapped_file_queue import MappedFileQueue
-from engine.segment_ledger import SegmentLedger
+from commitgate.engine.body_format import BodyFormat
+from commitgate.engine.mapped_file import MappedFile
+from commitgate.engine.mapped_file_queue import MappedFileQueue
+from commitgate.engine.segment_ledger import SegmentLedger
 
 try:
-    from engine._commit_log import write_entry as _write_entry
+    from commitgate.engine._commit_log import write_entry as _write_entry
 except ImportError:  # installed without a C compiler: the prefix is packed in Python
     _write_entry = None
 

@@ -21,14 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.commit_log import BODY_LEN, BODY_LEN_AT, PREFIX_SIZE, RELOCATED, DispatchRequest
-from engine.config import StoreConfig
-from engine.flush_consume_queue_service import syncfs
-from engine.mapped_file import MappedFile
-from engine.status import StoreStatus
+from commitgate.engine.commit_log import BODY_LEN, BODY_LEN_AT, PREFIX_SIZE, RELOCATED, DispatchRequest
+from commitgate.engine.config import StoreConfig
+from commitgate.engine.flush_consume_queue_service import syncfs
+from commitgate.engine.mapped_file import MappedFile
+from commitgate.engine.status import StoreStatus
 
 if TYPE_CHECKING:
-    from engine.message_store import MessageStore
+    from commitgate.engine.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 

@@ -37,17 +37,17 @@ import struct
 from collections.abc import Callable
 from pathlib import Path
 
-from engine.file_handle_cache import FileHandleCache
-from engine.mapped_file import MappedFile
-from engine.mapped_file_queue import StoreDamaged, segment_starts
-from engine.paths import offset_file_name
-from engine.queue_core import CQ_UNIT, NO_TIMESTAMP, UNIT_SIZE
-from engine.queue_writer import UnitWrite
+from commitgate.engine.file_handle_cache import FileHandleCache
+from commitgate.engine.mapped_file import MappedFile
+from commitgate.engine.mapped_file_queue import StoreDamaged, segment_starts
+from commitgate.engine.paths import offset_file_name
+from commitgate.engine.queue_core import CQ_UNIT, NO_TIMESTAMP, UNIT_SIZE
+from commitgate.engine.queue_writer import UnitWrite
 
 try:
-    from engine._queue_core import QueueCore
+    from commitgate.engine._queue_core import QueueCore
 except ImportError:  # installed without a C compiler: the same in Python
-    from engine.queue_core import QueueCore
+    from commitgate.engine.queue_core import QueueCore
 
 log = logging.getLogger(__name__)
 

@@ -20,16 +20,16 @@ import shutil
 import time
 from collections.abc import Callable, Iterator
 
-from engine.consume_queue import ConsumeQueue
-from engine.file_handle_cache import FileHandleCache
-from engine.paths import StorePaths
-from engine.queue_writer import QueueWriter, TailWrites, UnitWrite, write_error
-from engine.topic_table import atomic_write
+from commitgate.engine.consume_queue import ConsumeQueue
+from commitgate.engine.file_handle_cache import FileHandleCache
+from commitgate.engine.paths import StorePaths
+from commitgate.engine.queue_writer import QueueWriter, TailWrites, UnitWrite, write_error
+from commitgate.engine.topic_table import atomic_write
 
 try:
-    from engine._queue_core import tail_writes
+    from commitgate.engine._queue_core import tail_writes
 except ImportError:  # installed without a C compiler: the same in Python
-    from engine.queue_core import tail_writes
+    from commitgate.engine.queue_core import tail_writes
 
 Ends = dict[str, list[int]]  # topic -> each partition's queue end (0: none recorded)
 # How long the thorough round writes queues before it lets the event loop run: in one go,

@@ -12,9 +12,9 @@ import logging
 from array import array
 from collections.abc import Callable
 
-from engine.commit_log import RELOCATED, CommitLog, DispatchRequest
-from engine.consume_queue import ConsumeQueue
-from engine.consume_queue_store import ConsumeQueueStore
+from commitgate.engine.commit_log import RELOCATED, CommitLog, DispatchRequest
+from commitgate.engine.consume_queue import ConsumeQueue
+from commitgate.engine.consume_queue_store import ConsumeQueueStore
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ import resource
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
 
-from engine.mapped_file import MappedFile
+from commitgate.engine.mapped_file import MappedFile
 
 log = logging.getLogger(__name__)
 

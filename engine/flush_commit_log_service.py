@@ -15,13 +15,13 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from engine.checkpoint import StoreCheckpoint
-from engine.commit_log import CommitLog
-from engine.config import StoreConfig
-from engine.histogram import FLUSH_SECONDS_BUCKETS, Histogram
-from engine.mapped_file import PAGE_SIZE
-from engine.status import StoreStatus
-from engine.supervision import Supervisor
+from commitgate.engine.checkpoint import StoreCheckpoint
+from commitgate.engine.commit_log import CommitLog
+from commitgate.engine.config import StoreConfig
+from commitgate.engine.histogram import FLUSH_SECONDS_BUCKETS, Histogram
+from commitgate.engine.mapped_file import PAGE_SIZE
+from commitgate.engine.status import StoreStatus
+from commitgate.engine.supervision import Supervisor
 
 log = logging.getLogger(__name__)
 

@@ -30,12 +30,12 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from engine.checkpoint import StoreCheckpoint
-from engine.config import StoreConfig
-from engine.consume_queue_store import ConsumeQueueStore, Ends
-from engine.file_handle_cache import FileHandleCache
-from engine.mapped_file import PAGE_SIZE, MappedFile
-from engine.supervision import Supervisor
+from commitgate.engine.checkpoint import StoreCheckpoint
+from commitgate.engine.config import StoreConfig
+from commitgate.engine.consume_queue_store import ConsumeQueueStore, Ends
+from commitgate.engine.file_handle_cache import FileHandleCache
+from commitgate.engine.mapped_file import PAGE_SIZE, MappedFile
+from commitgate.engine.supervision import Supervisor
 
 log = logging.getLogger(__name__)
 

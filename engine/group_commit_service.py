@@ -16,11 +16,11 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from engine.checkpoint import StoreCheckpoint
-from engine.commit_log import CommitLog
-from engine.histogram import FLUSH_SECONDS_BUCKETS, GROUP_COMMIT_SIZE_BUCKETS, Histogram
-from engine.status import StoreStatus
-from engine.supervision import Supervisor
+from commitgate.engine.checkpoint import StoreCheckpoint
+from commitgate.engine.commit_log import CommitLog
+from commitgate.engine.histogram import FLUSH_SECONDS_BUCKETS, GROUP_COMMIT_SIZE_BUCKETS, Histogram
+from commitgate.engine.status import StoreStatus
+from commitgate.engine.supervision import Supervisor
 
 log = logging.getLogger(__name__)
 

@@ -22,15 +22,15 @@ from array import array
 from collections import deque
 from pathlib import Path
 
-from engine.body_format import BodyFormat
-from engine.checkpoint import StoreCheckpoint
-from engine.commit_log import CommitLog
-from engine.config import StoreConfig
-from engine.index_file import IndexService
-from engine.supervision import Supervisor, TaskHealth
+from commitgate.engine.body_format import BodyFormat
+from commitgate.engine.checkpoint import StoreCheckpoint
+from commitgate.engine.commit_log import CommitLog
+from commitgate.engine.config import StoreConfig
+from commitgate.engine.index_file import IndexService
+from commitgate.engine.supervision import Supervisor, TaskHealth
 
 try:
-    from engine._commit_log import follow as _follow
+    from commitgate.engine._commit_log import follow as _follow
 except ImportError:  # installed without a C compiler: entries are walked in Python
     _follow = None
 

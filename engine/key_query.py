@@ -13,10 +13,10 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from engine.commit_log import body_of
+from commitgate.engine.commit_log import body_of
 
 if TYPE_CHECKING:
-    from engine.message_store import MessageStore
+    from commitgate.engine.message_store import MessageStore
 
 
 @dataclass(slots=True)

@@ -25,18 +25,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.commit_log import (
+from commitgate.engine.commit_log import (
     body_of,
 )
-from engine.commit_log_cleaner import SLICE_S
-from engine.config import StoreConfig
-from engine.status import StoreStatus
-from engine.topic_table import TopicRecord
+from commitgate.engine.commit_log_cleaner import SLICE_S
+from commitgate.engine.config import StoreConfig
+from commitgate.engine.status import StoreStatus
+from commitgate.engine.topic_table import TopicRecord
 
 if TYPE_CHECKING:
-    from engine.commit_log_cleaner import CommitLogCleaner
-    from engine.consume_queue import ConsumeQueue
-    from engine.message_store import MessageStore
+    from commitgate.engine.commit_log_cleaner import CommitLogCleaner
+    from commitgate.engine.consume_queue import ConsumeQueue
+    from commitgate.engine.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from engine.mapped_file import TEMPORARY_SUFFIX, MappedFile
-from engine.paths import offset_file_name, parse_offset_file_name
+from commitgate.engine.mapped_file import TEMPORARY_SUFFIX, MappedFile
+from commitgate.engine.paths import offset_file_name, parse_offset_file_name
 
 log = logging.getLogger(__name__)
 

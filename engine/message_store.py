@@ -18,10 +18,10 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
-from engine.allocate_mapped_file_service import AllocateMappedFileService
-from engine.body_format import BodyFormat
-from engine.checkpoint import StoreCheckpoint
-from engine.commit_log import (
+from commitgate.engine.allocate_mapped_file_service import AllocateMappedFileService
+from commitgate.engine.body_format import BodyFormat
+from commitgate.engine.checkpoint import StoreCheckpoint
+from commitgate.engine.commit_log import (
     COUNT_AND_BASE,
     PREFIX_SIZE,
     CommitLog,
@@ -29,27 +29,27 @@ from engine.commit_log import (
     body_of,
     topic_trailer,
 )
-from engine.config import FlushDiskType, StoreConfig
-from engine.consume_queue import ConsumeQueue, UnitReader
-from engine.consume_queue_store import ConsumeQueueStore
-from engine.dispatcher import Dispatcher
-from engine.file_handle_cache import FileHandleCache, default_capacity
-from engine.flush_commit_log_service import FlushCommitLogService
-from engine.flush_consume_queue_service import FlushConsumeQueueService
-from engine.group_commit_service import GroupCommitService
-from engine.index_builder import IndexBuilder
-from engine.key_query import find_key
-from engine.log_compactor import cleanup_policy
-from engine.mapped_file_queue import MappedFileQueue
-from engine.partition_sizes import PartitionSizes
-from engine.paths import StorePaths
-from engine.record_search import NOTHING, RecordSearch
-from engine.recovery import RecoveryReport, recover
-from engine.retention_service import RetentionService
-from engine.segment_ledger import StartMove
-from engine.status import AppendResult, ReadResult, StoreStatus, TopicResult
-from engine.supervision import Supervisor
-from engine.topic_table import TopicRecord, TopicTable, topic_name_error
+from commitgate.engine.config import FlushDiskType, StoreConfig
+from commitgate.engine.consume_queue import ConsumeQueue, UnitReader
+from commitgate.engine.consume_queue_store import ConsumeQueueStore
+from commitgate.engine.dispatcher import Dispatcher
+from commitgate.engine.file_handle_cache import FileHandleCache, default_capacity
+from commitgate.engine.flush_commit_log_service import FlushCommitLogService
+from commitgate.engine.flush_consume_queue_service import FlushConsumeQueueService
+from commitgate.engine.group_commit_service import GroupCommitService
+from commitgate.engine.index_builder import IndexBuilder
+from commitgate.engine.key_query import find_key
+from commitgate.engine.log_compactor import cleanup_policy
+from commitgate.engine.mapped_file_queue import MappedFileQueue
+from commitgate.engine.partition_sizes import PartitionSizes
+from commitgate.engine.paths import StorePaths
+from commitgate.engine.record_search import NOTHING, RecordSearch
+from commitgate.engine.recovery import RecoveryReport, recover
+from commitgate.engine.retention_service import RetentionService
+from commitgate.engine.segment_ledger import StartMove
+from commitgate.engine.status import AppendResult, ReadResult, StoreStatus, TopicResult
+from commitgate.engine.supervision import Supervisor
+from commitgate.engine.topic_table import TopicRecord, TopicTable, topic_name_error
 
 log = logging.getLogger(__name__)
 

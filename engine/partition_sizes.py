@@ -24,12 +24,12 @@ import bisect
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from engine.commit_log import DispatchRequest
-from engine.consume_queue import ConsumeQueue
-from engine.queue_core import CQ_UNIT, UNIT_SIZE
+from commitgate.engine.commit_log import DispatchRequest
+from commitgate.engine.consume_queue import ConsumeQueue
+from commitgate.engine.queue_core import CQ_UNIT, UNIT_SIZE
 
 if TYPE_CHECKING:
-    from engine.message_store import MessageStore
+    from commitgate.engine.message_store import MessageStore
 
 MARK_BYTES = 1 << 20
 SLICE_BATCHES = 4096  # batches walked between two turns of the event loop

@@ -23,7 +23,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from engine.mapped_file import MappedFile
+from commitgate.engine.mapped_file import MappedFile
 
 # Fewer writes than this go on the calling thread alone: handing work to the helper costs
 # tens of microseconds, a few writes' worth.
@@ -81,7 +81,7 @@ def _pwrite_all(fds: list[int], buffers: list[memoryview], offsets: list[int]) -
 
 
 try:
-    from engine._queue_core import pwrite_all
+    from commitgate.engine._queue_core import pwrite_all
 except ImportError:
     pwrite_all = _pwrite_all
 

@@ -14,13 +14,13 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from engine.checkpoint import StoreCheckpoint
-from engine.commit_log import CommitLog, DispatchRequest
-from engine.consume_queue_store import ConsumeQueueStore
-from engine.dispatcher import Dispatcher
-from engine.flush_consume_queue_service import syncfs
-from engine.mapped_file_queue import StoreDamaged
-from engine.topic_table import TopicTable
+from commitgate.engine.checkpoint import StoreCheckpoint
+from commitgate.engine.commit_log import CommitLog, DispatchRequest
+from commitgate.engine.consume_queue_store import ConsumeQueueStore
+from commitgate.engine.dispatcher import Dispatcher
+from commitgate.engine.flush_consume_queue_service import syncfs
+from commitgate.engine.mapped_file_queue import StoreDamaged
+from commitgate.engine.topic_table import TopicTable
 
 log = logging.getLogger(__name__)
 

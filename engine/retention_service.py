@@ -16,14 +16,14 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from engine.commit_log import COUNT_AND_BASE
-from engine.commit_log_cleaner import CommitLogCleaner
-from engine.config import StoreConfig
-from engine.log_compactor import LogCompactor, cleanup_policy
+from commitgate.engine.commit_log import COUNT_AND_BASE
+from commitgate.engine.commit_log_cleaner import CommitLogCleaner
+from commitgate.engine.config import StoreConfig
+from commitgate.engine.log_compactor import LogCompactor, cleanup_policy
 
 if TYPE_CHECKING:
-    from engine.consume_queue import ConsumeQueue
-    from engine.message_store import MessageStore
+    from commitgate.engine.consume_queue import ConsumeQueue
+    from commitgate.engine.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 

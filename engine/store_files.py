@@ -16,8 +16,8 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.body_format import BodyFormat
-from engine.commit_log import (
+from commitgate.engine.body_format import BodyFormat
+from commitgate.engine.commit_log import (
     BLANK,
     BLANK_MAGIC,
     ENTRY_PREFIX,
@@ -25,8 +25,8 @@ from engine.commit_log import (
     PREFIX_SIZE,
     SHORT,
 )
-from engine.mapped_file_queue import segment_starts
-from engine.paths import StorePaths, offset_file_name
+from commitgate.engine.mapped_file_queue import segment_starts
+from commitgate.engine.paths import StorePaths, offset_file_name
 
 MAGIC_BYTES = MESSAGE_MAGIC.to_bytes(4, "big")
 MAGIC_AT = 4  # MAGICCODE's place in an entry

@@ -21,16 +21,16 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
 
-from engine.checkpoint import Checkpoint
-from engine.commit_log import ENTRY_PREFIX, MESSAGE_MAGIC, PREFIX_SIZE, SHORT
-from engine.index_file import ENTRY_SIZE as INDEX_ENTRY_SIZE
-from engine.index_file import HEADER_SIZE as INDEX_HEADER_SIZE
-from engine.index_file import SLOT_SIZE, is_index_file_name, read_header
-from engine.mapped_file import TEMPORARY_SUFFIX
-from engine.mapped_file_queue import segment_starts
-from engine.paths import StorePaths, offset_file_name
-from engine.queue_core import CQ_UNIT, UNIT_SIZE
-from engine.store_files import (
+from commitgate.engine.checkpoint import Checkpoint
+from commitgate.engine.commit_log import ENTRY_PREFIX, MESSAGE_MAGIC, PREFIX_SIZE, SHORT
+from commitgate.engine.index_file import ENTRY_SIZE as INDEX_ENTRY_SIZE
+from commitgate.engine.index_file import HEADER_SIZE as INDEX_HEADER_SIZE
+from commitgate.engine.index_file import SLOT_SIZE, is_index_file_name, read_header
+from commitgate.engine.mapped_file import TEMPORARY_SUFFIX
+from commitgate.engine.mapped_file_queue import segment_starts
+from commitgate.engine.paths import StorePaths, offset_file_name
+from commitgate.engine.queue_core import CQ_UNIT, UNIT_SIZE
+from commitgate.engine.store_files import (
     Segment,
     has_data,
     list_segments,
@@ -39,7 +39,7 @@ from engine.store_files import (
     store_paths,
     walk_entries,
 )
-from engine.topic_table import TopicTable
+from commitgate.engine.topic_table import TopicTable
 
 DELETED_PREFIX = "~deleted~"  # a deleted topic's queue directory, removed at the next start
 BLOCK_UNITS = 65_536  # units read at a time (1.25 MiB)

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.body_format import BodyFormat
-from engine.store_files import (
+from commitgate.engine.body_format import BodyFormat
+from commitgate.engine.store_files import (
     Segment,
     Walk,
     has_data,

@@ -7,7 +7,7 @@ which closes the connection; ``check_known`` makes the same refusal.
 """
 from __future__ import annotations
 
-from protocol.codec import DecodeError
+from commitgate.protocol.codec import DecodeError
 
 UNKNOWN = 0  # ResourceType, PatternType, AclOperation and AclPermissionType's UNKNOWN code
 NO_AUTHORIZER = "No Authorizer is configured."

@@ -9,28 +9,28 @@ import logging
 import uuid
 from dataclasses import dataclass
 
-from engine import MessageStore, StoreStatus
-from engine.status import AppendResult
-from engine.topic_table import TopicRecord
-from gateway.admin.metrics import RequestMetrics
-from gateway.broker_configs import BrokerConfigs
-from gateway.cluster_meta import cluster_id
-from gateway.config import BrokerConfig, Endpoint
-from gateway.fetch_waiters import FetchWaiters
-from gateway.groups.coordinator import GroupCoordinator
-from gateway.groups.offsets_topic import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
-from gateway.network_stats import NetworkStats
-from gateway.peer_log import PeerLog
-from gateway.producer_ids import ProducerIdAllocator
-from gateway.producer_snapshot_service import ProducerSnapshotService
-from gateway.producer_state import ProducerStateManager
-from gateway.quotas.manager import QuotaManager
-from gateway.quotas.store import ClientQuotaStore
-from gateway.transactions.coordinator import TransactionCoordinator
-from gateway.transactions.markers import MarkerWriter
-from gateway.udp.stats import UdpStats
-from protocol.errors import ErrorCode
-from protocol.record_batch import control_type, read_header
+from commitgate.engine import MessageStore, StoreStatus
+from commitgate.engine.status import AppendResult
+from commitgate.engine.topic_table import TopicRecord
+from commitgate.gateway.admin.metrics import RequestMetrics
+from commitgate.gateway.broker_configs import BrokerConfigs
+from commitgate.gateway.cluster_meta import cluster_id
+from commitgate.gateway.config import BrokerConfig, Endpoint
+from commitgate.gateway.fetch_waiters import FetchWaiters
+from commitgate.gateway.groups.coordinator import GroupCoordinator
+from commitgate.gateway.groups.offsets_topic import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from commitgate.gateway.network_stats import NetworkStats
+from commitgate.gateway.peer_log import PeerLog
+from commitgate.gateway.producer_ids import ProducerIdAllocator
+from commitgate.gateway.producer_snapshot_service import ProducerSnapshotService
+from commitgate.gateway.producer_state import ProducerStateManager
+from commitgate.gateway.quotas.manager import QuotaManager
+from commitgate.gateway.quotas.store import ClientQuotaStore
+from commitgate.gateway.transactions.coordinator import TransactionCoordinator
+from commitgate.gateway.transactions.markers import MarkerWriter
+from commitgate.gateway.udp.stats import UdpStats
+from commitgate.protocol.errors import ErrorCode
+from commitgate.protocol.record_batch import control_type, read_header
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ class Broker:
         self.metrics = RequestMetrics()  # per API and per topic, for /metrics
         self.udp = UdpStats()  # the UDP ingest's counters (gateway/udp/)
         # what clients sent wrong, rate-limited per address (connections, Produce refusals)
-        self.peer_log = PeerLog(logging.getLogger("gateway.clients"), self.network)
+        self.peer_log = PeerLog(logging.getLogger("commitgate.clients"), self.network)
         self.producer_ids = ProducerIdAllocator(config.store.data_dir / "broker" / "producer_ids")
         self.producer_ids.load()
         self.producers = ProducerStateManager()

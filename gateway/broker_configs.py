@@ -21,10 +21,10 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.topic_table import atomic_write
-from gateway.config import BrokerConfig, Endpoint
-from gateway.settings import SETTINGS, Setting
-from gateway.topic_configs import ConfigType
+from commitgate.engine.topic_table import atomic_write
+from commitgate.gateway.config import BrokerConfig, Endpoint
+from commitgate.gateway.settings import SETTINGS, Setting
+from commitgate.gateway.topic_configs import ConfigType
 
 log = logging.getLogger(__name__)
 

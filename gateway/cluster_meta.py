@@ -5,8 +5,8 @@ import base64
 import uuid
 from pathlib import Path
 
-from engine.topic_table import atomic_write
-from gateway.settings import parse_properties
+from commitgate.engine.topic_table import atomic_write
+from commitgate.gateway.settings import parse_properties
 
 META_FILE = "meta.properties"
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.config import StoreConfig
+from commitgate.engine.config import StoreConfig
 
 DEFAULT_PORT = 9092
 DEFAULT_ADMIN_PORT = 9644  # Redpanda's admin API port

@@ -14,11 +14,11 @@ import enum
 import logging
 from collections.abc import Callable
 
-from engine.topic_table import topic_name_error
-from gateway import broker_configs
-from gateway.broker import Broker
-from gateway.topic_configs import config_error
-from protocol.errors import ErrorCode
+from commitgate.engine.topic_table import topic_name_error
+from commitgate.gateway import broker_configs
+from commitgate.gateway.broker import Broker
+from commitgate.gateway.topic_configs import config_error
+from commitgate.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 

@@ -15,15 +15,15 @@ import struct
 import time
 from typing import TYPE_CHECKING
 
-from gateway.broker import Broker
-from gateway.frame_reader import SIZE, FrameError, FrameReader
-from gateway.handlers import Handler, all_handlers
-from gateway.quotas.manager import enforced
-from gateway.request_context import RequestContext
-from protocol import messages
-from protocol.codec import Chunks, DecodeError
-from protocol.errors import ErrorCode
-from protocol.header import (
+from commitgate.gateway.broker import Broker
+from commitgate.gateway.frame_reader import SIZE, FrameError, FrameReader
+from commitgate.gateway.handlers import Handler, all_handlers
+from commitgate.gateway.quotas.manager import enforced
+from commitgate.gateway.request_context import RequestContext
+from commitgate.protocol import messages
+from commitgate.protocol.codec import Chunks, DecodeError
+from commitgate.protocol.errors import ErrorCode
+from commitgate.protocol.header import (
     API_VERSIONS_KEY,
     RequestHeader,
     decode_request_header,
@@ -32,7 +32,7 @@ from protocol.header import (
 )
 
 if TYPE_CHECKING:
-    from gateway.listener import Listener
+    from commitgate.gateway.listener import Listener
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +193,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                                        handler.max_version)
         if handler.api_key != API_VERSIONS_KEY:
             return False  # as Kafka: an unsupported version of any other API closes the socket
-        from gateway.handlers.api_versions import error_response
+        from commitgate.gateway.handlers.api_versions import error_response
 
         header = RequestHeader(API_VERSIONS_KEY, 0, correlation_id, None, 0)
         done = asyncio.get_running_loop().create_future()

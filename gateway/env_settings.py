@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from gateway.settings import SETTINGS
+from commitgate.gateway.settings import SETTINGS
 
 PREFIX = "COMMITGATE_"
 

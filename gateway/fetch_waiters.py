@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 
-from engine.commit_log import DispatchRequest
+from commitgate.engine.commit_log import DispatchRequest
 
 
 class FetchWaiters:

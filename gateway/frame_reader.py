@@ -20,7 +20,7 @@ from __future__ import annotations
 import mmap
 import struct
 
-from gateway.request_memory import RequestMemory
+from commitgate.gateway.request_memory import RequestMemory
 
 SIZE = struct.Struct(">i")
 RECEIVE_BUFFER = 256 * 1024

@@ -1,6 +1,6 @@
 """Start a CommitGate broker as a subprocess on a free port (tests, compat matrix, benchmarks).
 
-The broker is the real thing: ``python -m cli serve`` (the ``commitgate serve`` command) with its own data directory,
+The broker is the real thing: ``python -m commitgate serve`` (the ``commitgate serve`` command) with its own data directory,
 reachable at ``bootstrap``, its admin HTTP API on a free port of its own at ``admin_url`` (off
 when the overrides set ``admin.listeners`` empty); stopping it sends SIGTERM (clean) or SIGKILL
 (crash).
@@ -54,7 +54,7 @@ class BrokerProcess:
                     "advertised.listeners": f"127.0.0.1:{self.port}",
                     "admin.listeners": self.admin_url, **self.default_overrides,
                     **self.overrides}
-        args = [sys.executable, "-m", "cli", "serve"]
+        args = [sys.executable, "-m", "commitgate", "serve"]
         for key, value in settings.items():
             args += ["--override", f"{key}={value}"]
         return args

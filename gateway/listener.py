@@ -19,9 +19,9 @@ import logging
 import socket
 import time
 
-from gateway.broker import Broker
-from gateway.connection import KafkaConnection
-from gateway.request_memory import RequestMemory
+from commitgate.gateway.broker import Broker
+from commitgate.gateway.connection import KafkaConnection
+from commitgate.gateway.request_memory import RequestMemory
 
 log = logging.getLogger(__name__)
 

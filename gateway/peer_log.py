@@ -10,7 +10,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from gateway.network_stats import NetworkStats
+from commitgate.gateway.network_stats import NetworkStats
 
 BURST = 5
 INTERVAL_S = 60.0

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.topic_table import atomic_write
+from commitgate.engine.topic_table import atomic_write
 
 BLOCK_SIZE = 1000
 

@@ -12,9 +12,9 @@ import json
 import logging
 from pathlib import Path
 
-from engine.topic_table import atomic_write
-from gateway.producer_state import BatchMetadata, Key, ProducerEntry, ProducerStateManager
-from gateway.transactions.partition_txns import AbortedTxn, PartitionTransactions
+from commitgate.engine.topic_table import atomic_write
+from commitgate.gateway.producer_state import BatchMetadata, Key, ProducerEntry, ProducerStateManager
+from commitgate.gateway.transactions.partition_txns import AbortedTxn, PartitionTransactions
 
 log = logging.getLogger(__name__)
 

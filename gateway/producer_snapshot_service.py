@@ -19,10 +19,10 @@ import logging
 import time
 from pathlib import Path
 
-from engine import MessageStore
-from gateway import producer_snapshot
-from gateway.producer_state import ProducerStateManager
-from protocol.record_batch import HEADER_SIZE, control_type, read_header
+from commitgate.engine import MessageStore
+from commitgate.gateway import producer_snapshot
+from commitgate.gateway.producer_state import ProducerStateManager
+from commitgate.protocol.record_batch import HEADER_SIZE, control_type, read_header
 
 log = logging.getLogger(__name__)
 

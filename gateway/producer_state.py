@@ -20,9 +20,9 @@ import collections
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from gateway.transactions.partition_txns import PartitionTransactions
-from protocol.errors import ErrorCode
-from protocol.record_batch import BatchHeader
+from commitgate.gateway.transactions.partition_txns import PartitionTransactions
+from commitgate.protocol.errors import ErrorCode
+from commitgate.protocol.record_batch import BatchHeader
 
 NO_PRODUCER_EPOCH = -1
 CACHED_BATCHES = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN

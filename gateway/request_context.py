@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway.broker import Broker
-from gateway.quotas.manager import ClientQuota
+from commitgate.gateway.broker import Broker
+from commitgate.gateway.quotas.manager import ClientQuota
 
 
 @dataclass(slots=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import collections
 from collections.abc import Callable
 
-from gateway.network_stats import NetworkStats
+from commitgate.gateway.network_stats import NetworkStats
 
 
 class RequestMemory:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from engine import MessageStore, StoreConfig, StoreStatus
-from protocol.record_batch import KafkaBodyFormat, build_batch, decode_records
+from commitgate.engine import MessageStore, StoreConfig, StoreStatus
+from commitgate.protocol.record_batch import KafkaBodyFormat, build_batch, decode_records
 
 log = logging.getLogger(__name__)
 PARTITIONS = 4

@@ -7,14 +7,14 @@ import asyncio
 import logging
 import signal
 
-from engine import MessageStore
-from gateway.admin.server import AdminServer
-from gateway.broker import Broker
-from gateway.config import BrokerConfig
-from gateway.handlers import all_handlers
-from gateway.listener import Listener
-from gateway.udp.ingest import UdpIngest
-from protocol.record_batch import KafkaBodyFormat
+from commitgate.engine import MessageStore
+from commitgate.gateway.admin.server import AdminServer
+from commitgate.gateway.broker import Broker
+from commitgate.gateway.config import BrokerConfig
+from commitgate.gateway.handlers import all_handlers
+from commitgate.gateway.listener import Listener
+from commitgate.gateway.udp.ingest import UdpIngest
+from commitgate.protocol.record_batch import KafkaBodyFormat
 
 log = logging.getLogger("commitgate")
 

@@ -10,10 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.config import FlushDiskType
-from gateway.config import BrokerConfig, Endpoint
-from gateway.groups.assignors import ASSIGNORS
-from gateway.udp.framing import FORMATS as UDP_FORMATS
+from commitgate.engine.config import FlushDiskType
+from commitgate.gateway.config import BrokerConfig, Endpoint
+from commitgate.gateway.groups.assignors import ASSIGNORS
+from commitgate.gateway.udp.framing import FORMATS as UDP_FORMATS
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gateway.config import BrokerConfig
+from commitgate.gateway.config import BrokerConfig
 
 
 class ConfigType(enum.IntEnum):

@@ -10,7 +10,7 @@ from typing import TypeVar
 import confluent_kafka
 from kafka.errors import KafkaError
 
-from pipeline.options import OptionError
+from commitgate.pipeline.options import OptionError
 
 Client = TypeVar("Client")
 

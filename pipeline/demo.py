@@ -1,4 +1,4 @@
-"""The reference pipeline (issue 22): ``python -m pipeline.demo`` / ``commitgate pipeline demo``.
+"""The reference pipeline (issue 22): ``python -m commitgate.pipeline.demo`` / ``commitgate pipeline demo``.
 
 Starts a broker (unless given one), produces click events into a topic (pipeline/clicks.py), runs
 the Structured Streaming job that counts clicks per page in event-time windows and writes them to
@@ -29,10 +29,10 @@ from pyspark.sql.streaming import StreamingQuery
 from rich.console import Console
 from rich.live import Live
 
-from gateway.launcher import BrokerProcess
-from pipeline.clicks import ClickGenerator
-from pipeline.result_board import Progress, ResultBoard, result_line
-from pipeline.window_counts import (
+from commitgate.gateway.launcher import BrokerProcess
+from commitgate.pipeline.clicks import ClickGenerator
+from commitgate.pipeline.result_board import Progress, ResultBoard, result_line
+from commitgate.pipeline.window_counts import (
     OutputMode,
     WindowCount,
     demo_session,

@@ -29,8 +29,8 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
-from pipeline.clients import open_client
-from pipeline.options import WriteOptions
+from commitgate.pipeline.clients import open_client
+from commitgate.pipeline.options import WriteOptions
 
 log = logging.getLogger(__name__)
 

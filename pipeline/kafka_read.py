@@ -26,8 +26,8 @@ from confluent_kafka import KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as ReaderPartition
 from kafka import KafkaConsumer, TopicPartition
 
-from pipeline.clients import open_client, open_reader
-from pipeline.options import (
+from commitgate.pipeline.clients import open_client, open_reader
+from commitgate.pipeline.options import (
     EARLIEST,
     LATEST,
     OffsetSpec,

@@ -19,8 +19,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from pipeline.clients import open_client
-from pipeline.exactly_once import (
+from commitgate.pipeline.clients import open_client
+from commitgate.pipeline.exactly_once import (
     ATTEMPT_HEADER,
     BEGIN,
     DONE,
@@ -32,7 +32,7 @@ from pipeline.exactly_once import (
     marker_topic,
     topic_ends,
 )
-from pipeline.options import OptionError, WriteOptions
+from commitgate.pipeline.options import OptionError, WriteOptions
 
 log = logging.getLogger(__name__)
 

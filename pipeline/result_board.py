@@ -10,7 +10,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from pipeline.window_counts import WindowCount
+from commitgate.pipeline.window_counts import WindowCount
 
 WINDOWS_SHOWN = 3
 

@@ -1,6 +1,6 @@
 """The `commitgate` Spark data source: Spark's Kafka source and sink over CommitGate topics.
 
-    from pipeline.source import register
+    from commitgate.pipeline.source import register
     register(spark)
     spark.read.format("commitgate").option("kafka.bootstrap.servers", ...).option(...).load()
 
@@ -27,8 +27,8 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 from pyspark.sql.types import StructType
 
-from pipeline.exactly_once import TaskIdentity
-from pipeline.kafka_read import (
+from commitgate.pipeline.exactly_once import TaskIdentity
+from commitgate.pipeline.kafka_read import (
     OffsetRange,
     offsets_from_json,
     offsets_to_json,
@@ -39,14 +39,14 @@ from pipeline.kafka_read import (
     stream_initial,
     stream_ranges,
 )
-from pipeline.kafka_write import (
+from commitgate.pipeline.kafka_write import (
     TaskResult,
     check_broker,
     check_schema,
     write_batches,
     write_exactly_once,
 )
-from pipeline.options import ReadOptions, WriteOptions, parse_read, parse_write
+from commitgate.pipeline.options import ReadOptions, WriteOptions, parse_read, parse_write
 
 log = logging.getLogger(__name__)
 

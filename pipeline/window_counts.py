@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from pipeline.source import register
+from commitgate.pipeline.source import register
 
 CLICK_SCHEMA = "user string, page string, ts long"
 POLL_S = 0.05

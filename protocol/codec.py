@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from protocol.schema import FieldSpec, MessageSpec, Versions
+from commitgate.protocol.schema import FieldSpec, MessageSpec, Versions
 
 _NUMBERS = {"int8": "b", "int16": "h", "uint16": "H", "int32": "i", "uint32": "I",
             "int64": "q", "float64": "d"}

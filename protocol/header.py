@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from protocol.codec import DecodeError, _skip_tags, uvarint
+from commitgate.protocol.codec import DecodeError, _skip_tags, uvarint
 
 API_VERSIONS_KEY = 18
 _FIXED = struct.Struct(">hhih")  # api key, api version, correlation id, client id length

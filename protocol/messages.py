@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import functools
 
-from protocol import schema
-from protocol.codec import MessageCodec
+from commitgate.protocol import schema
+from commitgate.protocol.codec import MessageCodec
 
 
 @functools.cache

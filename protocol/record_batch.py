@@ -37,13 +37,13 @@ import crc32c
 from aiokafka.codec import gzip_decode, lz4_decode, snappy_decode, zstd_decode
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from protocol import decompress
+from commitgate.protocol import decompress
 
 try:
-    from protocol._record_keys import BODY_SCANNER as _BODY_SCANNER
-    from protocol._record_keys import RecordWalk
-    from protocol._record_keys import batch_keys as _batch_keys
-    from protocol._record_keys import record_keys as _scan_keys
+    from commitgate.protocol._record_keys import BODY_SCANNER as _BODY_SCANNER
+    from commitgate.protocol._record_keys import RecordWalk
+    from commitgate.protocol._record_keys import batch_keys as _batch_keys
+    from commitgate.protocol._record_keys import record_keys as _scan_keys
 except ImportError:  # installed without a C compiler: the record reader does their work
     _BODY_SCANNER = _batch_keys = _scan_keys = RecordWalk = None
 

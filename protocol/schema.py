@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 SCHEMA_PACKAGE = "kafka.protocol.schemas.resources"
-OWN_SCHEMAS = "protocol.schemas"  # what kafka-python does not ship
+OWN_SCHEMAS = "commitgate.protocol.schemas"  # what kafka-python does not ship
 NO_VERSION = 1 << 15
 _COMMENT = re.compile(r"(?m)^\s*//.*$")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")

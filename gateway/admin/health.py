@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from engine.supervision import TaskState
+from commitgate.engine.supervision import TaskState
 
 if TYPE_CHECKING:
-    from gateway.broker import Broker
-    from gateway.listener import Listener
+    from commitgate.gateway.broker import Broker
+    from commitgate.gateway.listener import Listener
 
 
 def routes(broker: Broker, listener: Listener) -> list[web.RouteDef]:

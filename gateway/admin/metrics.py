@@ -25,13 +25,13 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from engine.group_commit_service import GroupCommitService
-from engine.histogram import Histogram
-from protocol.errors import ErrorCode
-from protocol.record_batch import BASE_OFFSET
+from commitgate.engine.group_commit_service import GroupCommitService
+from commitgate.engine.histogram import Histogram
+from commitgate.protocol.errors import ErrorCode
+from commitgate.protocol.record_batch import BASE_OFFSET
 
 if TYPE_CHECKING:
-    from gateway.broker import Broker
+    from commitgate.gateway.broker import Broker
 
 PREFIX = "commitgate"
 # seconds from a request's last byte read to its response written: Fetch long-polls for up to

@@ -27,10 +27,10 @@ from datetime import datetime
 
 from aiohttp import web
 
-from engine.key_query import KeyBatch, find_key
-from engine.status import StoreStatus
-from gateway.broker import Broker
-from protocol.record_batch import Record, decode_records
+from commitgate.engine.key_query import KeyBatch, find_key
+from commitgate.engine.status import StoreStatus
+from commitgate.gateway.broker import Broker
+from commitgate.protocol.record_batch import Record, decode_records
 
 DEFAULT_MAX = 100
 MAX_RECORDS = 10_000

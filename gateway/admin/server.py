@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 from prometheus_client.exposition import choose_encoder
 
-from engine.supervision import TaskState
-from gateway.admin import health, metrics, query, topics
+from commitgate.engine.supervision import TaskState
+from commitgate.gateway.admin import health, metrics, query, topics
 
 if TYPE_CHECKING:
-    from gateway.broker import Broker
-    from gateway.config import Endpoint
-    from gateway.listener import Listener
+    from commitgate.gateway.broker import Broker
+    from commitgate.gateway.config import Endpoint
+    from commitgate.gateway.listener import Listener
 
 log = logging.getLogger(__name__)
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from engine.topic_table import TopicRecord
-from gateway.admin.query import error
-from gateway.broker import Broker
-from gateway.broker_configs import ConfigSource
-from gateway.groups.offsets_topic import is_internal
-from gateway.handlers.describe_configs import topic_chain
-from gateway.topic_configs import TOPIC_CONFIGS, effective
+from commitgate.engine.topic_table import TopicRecord
+from commitgate.gateway.admin.query import error
+from commitgate.gateway.broker import Broker
+from commitgate.gateway.broker_configs import ConfigSource
+from commitgate.gateway.groups.offsets_topic import is_internal
+from commitgate.gateway.handlers.describe_configs import topic_chain
+from commitgate.gateway.topic_configs import TOPIC_CONFIGS, effective
 
 
 def routes(broker: Broker) -> list[web.RouteDef]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
-from gateway.groups.consumer_group import Assignment
+from commitgate.gateway.groups.consumer_group import Assignment
 
 Topics = dict[str, tuple[uuid.UUID, int]]  # subscribed topic name -> (id, partition count)
 Subscriptions = dict[str, tuple[str, ...]]  # member id -> subscribed topic names

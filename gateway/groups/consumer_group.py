@@ -13,7 +13,7 @@ import enum
 import uuid
 from dataclasses import dataclass, field, replace
 
-from gateway.groups.consumer_regex import RegexResolutions
+from commitgate.gateway.groups.consumer_regex import RegexResolutions
 
 Assignment = dict[uuid.UUID, set[int]]
 LEAVE_EPOCH = -1

@@ -20,9 +20,9 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
-from gateway.config import BrokerConfig
-from gateway.groups.assignors import ASSIGNORS, Topics
-from gateway.groups.consumer_group import (
+from commitgate.gateway.config import BrokerConfig
+from commitgate.gateway.groups.assignors import ASSIGNORS, Topics
+from commitgate.gateway.groups.consumer_group import (
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
     Assignment,
@@ -33,10 +33,10 @@ from gateway.groups.consumer_group import (
     pairs,
     reconcile,
 )
-from gateway.groups.consumer_records import GroupImage, Record, changes, image
-from gateway.groups.consumer_regex import InvalidRegex, compile_regex
-from gateway.groups.group import ClassicGroup, GroupState
-from protocol.errors import ErrorCode
+from commitgate.gateway.groups.consumer_records import GroupImage, Record, changes, image
+from commitgate.gateway.groups.consumer_regex import InvalidRegex, compile_regex
+from commitgate.gateway.groups.group import ClassicGroup, GroupState
+from commitgate.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 

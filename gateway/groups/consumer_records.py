@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import NamedTuple
 
-from gateway.groups.consumer_group import Assignment, ConsumerGroup, ConsumerMember
-from gateway.groups.records import (
+from commitgate.gateway.groups.consumer_group import Assignment, ConsumerGroup, ConsumerMember
+from commitgate.gateway.groups.records import (
     CURRENT_ASSIGNMENT_KEY_VERSION,
     MEMBER_KEY_VERSION,
     TARGET_MEMBER_KEY_VERSION,

@@ -13,16 +13,16 @@ import time
 import uuid
 from typing import NamedTuple
 
-from engine import MessageStore
-from gateway.config import BrokerConfig
-from gateway.groups.consumer_group import ConsumerGroup
-from gateway.groups.consumer_membership import ConsumerMembership
-from gateway.groups.consumer_records import KINDS, Record, deletion, replay
-from gateway.groups.group import CONSUMER_PROTOCOL, ClassicGroup, GroupState
-from gateway.groups.membership import Membership
-from gateway.groups.offsets import OffsetManager
-from gateway.groups.offsets_topic import OFFSETS_TOPIC, OffsetsTopic, Replayed
-from gateway.groups.records import (
+from commitgate.engine import MessageStore
+from commitgate.gateway.config import BrokerConfig
+from commitgate.gateway.groups.consumer_group import ConsumerGroup
+from commitgate.gateway.groups.consumer_membership import ConsumerMembership
+from commitgate.gateway.groups.consumer_records import KINDS, Record, deletion, replay
+from commitgate.gateway.groups.group import CONSUMER_PROTOCOL, ClassicGroup, GroupState
+from commitgate.gateway.groups.membership import Membership
+from commitgate.gateway.groups.offsets import OffsetManager
+from commitgate.gateway.groups.offsets_topic import OFFSETS_TOPIC, OffsetsTopic, Replayed
+from commitgate.gateway.groups.records import (
     GroupValue,
     RecordFormatError,
     group_key,
@@ -30,8 +30,8 @@ from gateway.groups.records import (
     read_group_value,
     read_key,
 )
-from protocol.errors import ErrorCode
-from protocol.record_batch import CONTROL_COMMIT
+from commitgate.protocol.errors import ErrorCode
+from commitgate.protocol.record_batch import CONTROL_COMMIT
 
 log = logging.getLogger(__name__)
 

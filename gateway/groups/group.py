@@ -10,8 +10,8 @@ import enum
 import time
 from dataclasses import dataclass, field
 
-from gateway.groups.subscription import subscribed_topics
-from protocol.errors import ErrorCode
+from commitgate.gateway.groups.subscription import subscribed_topics
+from commitgate.protocol.errors import ErrorCode
 
 CONSUMER_PROTOCOL = "consumer"  # the protocol type whose metadata lists subscribed topics
 

@@ -18,9 +18,9 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from gateway.config import BrokerConfig
-from gateway.groups.group import ClassicGroup, GroupState, JoinResult, Member, SyncResult
-from protocol.errors import ErrorCode
+from commitgate.gateway.config import BrokerConfig
+from commitgate.gateway.groups.group import ClassicGroup, GroupState, JoinResult, Member, SyncResult
+from commitgate.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 

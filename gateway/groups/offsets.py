@@ -9,14 +9,14 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from gateway.config import BrokerConfig
-from gateway.groups.consumer_group import ConsumerGroup
-from gateway.groups.group import CONSUMER_PROTOCOL, ClassicGroup, GroupState, now_ms
-from gateway.groups.membership import Membership
-from gateway.groups.offsets_topic import OffsetsTopic
-from gateway.groups.records import OffsetValue, offset_key, offset_value, read_offset_value
-from gateway.groups.txn_offsets import PendingOffsets, TxnKey
-from protocol.errors import ErrorCode
+from commitgate.gateway.config import BrokerConfig
+from commitgate.gateway.groups.consumer_group import ConsumerGroup
+from commitgate.gateway.groups.group import CONSUMER_PROTOCOL, ClassicGroup, GroupState, now_ms
+from commitgate.gateway.groups.membership import Membership
+from commitgate.gateway.groups.offsets_topic import OffsetsTopic
+from commitgate.gateway.groups.records import OffsetValue, offset_key, offset_value, read_offset_value
+from commitgate.gateway.groups.txn_offsets import PendingOffsets, TxnKey
+from commitgate.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 

@@ -17,10 +17,10 @@ import time
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
-from engine import MessageStore, StoreStatus
-from engine.status import AppendResult
-from protocol.errors import ErrorCode
-from protocol.record_batch import (
+from commitgate.engine import MessageStore, StoreStatus
+from commitgate.engine.status import AppendResult
+from commitgate.protocol.errors import ErrorCode
+from commitgate.protocol.record_batch import (
     BatchHeader,
     build_batch,
     build_control_batch,

@@ -42,9 +42,9 @@ import uuid
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from gateway.groups.consumer_group import Assignment, ConsumerMember, MemberState
-from gateway.groups.group import Member
-from protocol.codec import DecodeError, read_uvarint, uvarint
+from commitgate.gateway.groups.consumer_group import Assignment, ConsumerMember, MemberState
+from commitgate.gateway.groups.group import Member
+from commitgate.protocol.codec import DecodeError, read_uvarint, uvarint
 
 I16 = struct.Struct(">h")
 I32 = struct.Struct(">i")

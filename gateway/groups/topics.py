@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import uuid
 
-from gateway.broker import Broker
-from protocol.errors import ErrorCode
+from commitgate.gateway.broker import Broker
+from commitgate.protocol.errors import ErrorCode
 
 
 def topic_name(broker: Broker, name: str | None, topic_id: uuid.UUID | None,

@@ -9,7 +9,7 @@ pending offsets of every group of that partition, which is what replaying the lo
 """
 from __future__ import annotations
 
-from gateway.groups.records import OffsetValue
+from commitgate.gateway.groups.records import OffsetValue
 
 TopicPartition = tuple[str, int]
 TxnKey = tuple[int, int]  # (partition of __consumer_offsets, producer id)

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from protocol import messages
+from commitgate.protocol import messages
 
 
 @dataclass(frozen=True)

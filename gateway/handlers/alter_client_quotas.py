@@ -3,10 +3,10 @@ Kafka's validation (ClientQuotaControlManager); valid entities are applied and k
 together, each entity answered on its own."""
 from __future__ import annotations
 
-from gateway.quotas.store import Alteration, entity_of
-from gateway.request_context import RequestContext
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.gateway.quotas.store import Alteration, entity_of
+from commitgate.gateway.request_context import RequestContext
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 API_KEY = 49
 VERSIONS = (0, 1)

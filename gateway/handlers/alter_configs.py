@@ -9,9 +9,9 @@ Not implemented: CLIENT_METRICS and GROUP resources.
 """
 from __future__ import annotations
 
-from gateway import config_admin
-from gateway.request_context import RequestContext
-from protocol import messages
+from commitgate.gateway import config_admin
+from commitgate.gateway.request_context import RequestContext
+from commitgate.protocol import messages
 
 API_KEY = 33
 VERSIONS = (0, 2)

@@ -9,10 +9,10 @@ AllowReplicationFactorChange is echoed; with one broker no valid target changes 
 """
 from __future__ import annotations
 
-from gateway.broker import Broker
-from gateway.request_context import RequestContext
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.gateway.broker import Broker
+from commitgate.gateway.request_context import RequestContext
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 API_KEY = 45
 VERSIONS = (0, 1)

@@ -10,11 +10,11 @@ does.
 """
 from __future__ import annotations
 
-from gateway.broker import Broker
-from gateway.handlers.describe_log_dirs import log_dir
-from gateway.request_context import RequestContext
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.gateway.broker import Broker
+from commitgate.gateway.handlers.describe_log_dirs import log_dir
+from commitgate.gateway.request_context import RequestContext
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 API_KEY = 34
 VERSIONS = (1, 2)

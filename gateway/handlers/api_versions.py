@@ -1,9 +1,9 @@
 """ApiVersions (key 18): which APIs and versions this broker serves."""
 from __future__ import annotations
 
-from gateway.request_context import RequestContext
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.gateway.request_context import RequestContext
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 API_KEY = 18
 VERSIONS = (0, 4)
@@ -12,7 +12,7 @@ Response = messages.get("ApiVersionsResponse").cls
 
 
 def _api_keys() -> list:
-    from gateway.handlers import all_handlers
+    from commitgate.gateway.handlers import all_handlers
 
     return [Response.ApiVersion(api_key=h.api_key, min_version=h.advertised_min,
                                 max_version=h.max_version)

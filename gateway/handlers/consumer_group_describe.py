@@ -9,11 +9,11 @@ join a consumer group here.
 """
 from __future__ import annotations
 
-from gateway.acls import GROUP_OPERATIONS, OPERATIONS_NOT_REQUESTED
-from gateway.groups.consumer_group import Assignment, ConsumerGroup
-from gateway.request_context import RequestContext
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.gateway.acls import GROUP_OPERATIONS, OPERATIONS_NOT_REQUESTED
+from commitgate.gateway.groups.consumer_group import Assignment, ConsumerGroup
+from commitgate.gateway.request_context import RequestContext
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 API_KEY = 69
 VERSIONS = (0, 1)

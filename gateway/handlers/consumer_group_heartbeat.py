@@ -9,9 +9,9 @@ topic regular expression (SubscribedTopicRegex, gateway/groups/consumer_regex.py
 """
 from __future__ import annotations
 
-from gateway.groups.consumer_membership import HeartbeatRequest
-from gateway.request_context import RequestContext
-from protocol import messages
+from commitgate.gateway.groups.consumer_membership import HeartbeatRequest
+from commitgate.gateway.request_context import RequestContext
+from commitgate.protocol import messages
 
 API_KEY = 68
 VERSIONS = (0, 1)

@@ -16,11 +16,11 @@ from __future__ import annotations
 import collections
 import logging
 
-from gateway.broker import STORE_ERRORS, Broker
-from gateway.groups.offsets_topic import internal_refusal, is_internal
-from gateway.request_context import RequestContext
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.gateway.broker import STORE_ERRORS, Broker
+from commitgate.gateway.groups.offsets_topic import internal_refusal, is_internal
+from commitgate.gateway.request_context import RequestContext
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 

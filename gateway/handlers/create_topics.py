@@ -14,14 +14,14 @@ import collections
 import logging
 import uuid
 
-from engine import StoreStatus
-from engine.status import TopicResult
-from gateway.broker import STORE_ERRORS, Broker
-from gateway.groups.offsets_topic import internal_refusal, is_internal
-from gateway.request_context import RequestContext
-from gateway.topic_configs import TOPIC_CONFIGS, config_error, effective
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.engine import StoreStatus
+from commitgate.engine.status import TopicResult
+from commitgate.gateway.broker import STORE_ERRORS, Broker
+from commitgate.gateway.groups.offsets_topic import internal_refusal, is_internal
+from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.topic_configs import TOPIC_CONFIGS, config_error, effective
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 

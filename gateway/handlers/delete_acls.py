@@ -2,10 +2,10 @@
 authorizer answers (gateway/acls.py)."""
 from __future__ import annotations
 
-from gateway.acls import NO_AUTHORIZER, check_known
-from gateway.request_context import RequestContext
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.gateway.acls import NO_AUTHORIZER, check_known
+from commitgate.gateway.request_context import RequestContext
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 API_KEY = 31
 VERSIONS = (1, 3)

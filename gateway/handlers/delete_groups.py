@@ -5,8 +5,8 @@ written to ``__consumer_offsets`` (tombstones) before it is answered.
 """
 from __future__ import annotations
 
-from gateway.request_context import RequestContext
-from protocol import messages
+from commitgate.gateway.request_context import RequestContext
+from commitgate.protocol import messages
 
 API_KEY = 42
 VERSIONS = (0, 2)

@@ -20,13 +20,13 @@ import collections
 import logging
 import uuid
 
-from engine import StoreStatus
-from gateway.broker import STORE_ERRORS
-from gateway.groups.offsets_topic import internal_refusal, is_internal
-from gateway.request_context import RequestContext
-from protocol import messages
-from protocol.codec import ZERO_UUID
-from protocol.errors import ErrorCode
+from commitgate.engine import StoreStatus
+from commitgate.gateway.broker import STORE_ERRORS
+from commitgate.gateway.groups.offsets_topic import internal_refusal, is_internal
+from commitgate.gateway.request_context import RequestContext
+from commitgate.protocol import messages
+from commitgate.protocol.codec import ZERO_UUID
+from commitgate.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 

@@ -2,10 +2,10 @@
 ClientQuotasImage.describe (exact, default and any-name components, strict or not)."""
 from __future__ import annotations
 
-from gateway.quotas.store import QuotaError
-from gateway.request_context import RequestContext
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.gateway.quotas.store import QuotaError
+from commitgate.gateway.request_context import RequestContext
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 API_KEY = 48
 VERSIONS = (0, 1)

@@ -9,10 +9,10 @@ are all the operations Kafka defines on a cluster.
 """
 from __future__ import annotations
 
-from gateway.acls import CLUSTER_OPERATIONS, OPERATIONS_NOT_REQUESTED
-from gateway.request_context import RequestContext
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.gateway.acls import CLUSTER_OPERATIONS, OPERATIONS_NOT_REQUESTED
+from commitgate.gateway.request_context import RequestContext
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 API_KEY = 60
 VERSIONS = (0, 2)

@@ -12,16 +12,16 @@ synonyms when ``include_synonyms``; v3+ config types, and documentation when
 """
 from __future__ import annotations
 
-from engine.topic_table import topic_name_error
-from gateway import broker_configs
-from gateway.broker import Broker
-from gateway.broker_configs import ConfigSource, Synonym
-from gateway.config_admin import ResourceType
-from gateway.request_context import RequestContext
-from gateway.settings import SETTINGS
-from gateway.topic_configs import TOPIC_CONFIGS, effective
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.engine.topic_table import topic_name_error
+from commitgate.gateway import broker_configs
+from commitgate.gateway.broker import Broker
+from commitgate.gateway.broker_configs import ConfigSource, Synonym
+from commitgate.gateway.config_admin import ResourceType
+from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.settings import SETTINGS
+from commitgate.gateway.topic_configs import TOPIC_CONFIGS, effective
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 API_KEY = 32
 VERSIONS = (1, 4)

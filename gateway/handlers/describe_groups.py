@@ -7,11 +7,11 @@ every group answered without an error, the "Dead" unknown ones of v3-5 included,
 """
 from __future__ import annotations
 
-from gateway.acls import GROUP_OPERATIONS
-from gateway.groups.group import GroupState
-from gateway.request_context import RequestContext
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.gateway.acls import GROUP_OPERATIONS
+from commitgate.gateway.groups.group import GroupState
+from commitgate.gateway.request_context import RequestContext
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 API_KEY = 15
 VERSIONS = (0, 6)

@@ -12,10 +12,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from gateway.broker import Broker
-from gateway.request_context import RequestContext
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.gateway.broker import Broker
+from commitgate.gateway.request_context import RequestContext
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 API_KEY = 35
 VERSIONS = (1, 5)

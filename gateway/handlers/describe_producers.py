@@ -12,12 +12,12 @@ last timestamp is the last data batch's (-1 when only a marker is known).
 """
 from __future__ import annotations
 
-from engine.topic_table import topic_name_error
-from gateway.broker import Broker
-from gateway.producer_state import ProducerEntry
-from gateway.request_context import RequestContext
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.engine.topic_table import topic_name_error
+from commitgate.gateway.broker import Broker
+from commitgate.gateway.producer_state import ProducerEntry
+from commitgate.gateway.request_context import RequestContext
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 API_KEY = 61
 VERSIONS = (0, 0)

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import uuid
 
-from engine.topic_table import TopicRecord, topic_name_error
-from gateway.acls import TOPIC_OPERATIONS
-from gateway.broker import LEADER_EPOCH, Broker
-from gateway.groups.offsets_topic import is_internal
-from gateway.request_context import RequestContext
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.engine.topic_table import TopicRecord, topic_name_error
+from commitgate.gateway.acls import TOPIC_OPERATIONS
+from commitgate.gateway.broker import LEADER_EPOCH, Broker
+from commitgate.gateway.groups.offsets_topic import is_internal
+from commitgate.gateway.request_context import RequestContext
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 API_KEY = 75
 VERSIONS = (0, 0)

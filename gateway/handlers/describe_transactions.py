@@ -4,9 +4,9 @@ An id the coordinator does not know gets TRANSACTIONAL_ID_NOT_FOUND, as in Kafka
 """
 from __future__ import annotations
 
-from gateway.request_context import RequestContext
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.gateway.request_context import RequestContext
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 API_KEY = 65
 VERSIONS = (0, 0)

@@ -8,10 +8,10 @@ unknown election type is INVALID_REQUEST for the whole request.
 """
 from __future__ import annotations
 
-from gateway.broker import Broker
-from gateway.request_context import RequestContext
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.gateway.broker import Broker
+from commitgate.gateway.request_context import RequestContext
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 API_KEY = 43
 VERSIONS = (0, 2)

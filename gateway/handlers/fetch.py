@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import time
 
-from engine import StoreStatus
-from engine.topic_table import TopicRecord
-from gateway.broker import STORE_ERRORS, Broker
-from gateway.request_context import RequestContext
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.engine import StoreStatus
+from commitgate.engine.topic_table import TopicRecord
+from commitgate.gateway.broker import STORE_ERRORS, Broker
+from commitgate.gateway.request_context import RequestContext
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 API_KEY = 1
 VERSIONS = (4, 17)

@@ -7,10 +7,10 @@ COORDINATOR_NOT_AVAILABLE.
 """
 from __future__ import annotations
 
-from engine import StoreStatus
-from gateway.request_context import RequestContext
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.engine import StoreStatus
+from commitgate.gateway.request_context import RequestContext
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 API_KEY = 10
 VERSIONS = (0, 6)

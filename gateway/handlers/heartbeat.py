@@ -4,8 +4,8 @@ v3+ carry ``group.instance.id`` (a stale static member gets FENCED_INSTANCE_ID).
 """
 from __future__ import annotations
 
-from gateway.request_context import RequestContext
-from protocol import messages
+from commitgate.gateway.request_context import RequestContext
+from commitgate.protocol import messages
 
 API_KEY = 12
 VERSIONS = (0, 4)

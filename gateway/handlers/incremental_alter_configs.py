@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import enum
 
-from gateway import config_admin
-from gateway.config_admin import Problem, ResourceType
-from gateway.request_context import RequestContext
-from gateway.settings import SETTINGS
-from gateway.topic_configs import TOPIC_CONFIGS, ConfigType
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.gateway import config_admin
+from commitgate.gateway.config_admin import Problem, ResourceType
+from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.settings import SETTINGS
+from commitgate.gateway.topic_configs import TOPIC_CONFIGS, ConfigType
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 API_KEY = 44
 VERSIONS = (0, 1)

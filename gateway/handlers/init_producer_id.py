@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import logging
 
-from gateway.request_context import RequestContext
-from gateway.transactions.errors import fenced
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.transactions.errors import fenced
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 

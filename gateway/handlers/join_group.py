@@ -8,9 +8,9 @@ timeout serves as both, as in Kafka.
 """
 from __future__ import annotations
 
-from gateway.groups.membership import JoinRequest
-from gateway.request_context import RequestContext
-from protocol import messages
+from commitgate.gateway.groups.membership import JoinRequest
+from commitgate.gateway.request_context import RequestContext
+from commitgate.protocol import messages
 
 API_KEY = 11
 VERSIONS = (0, 9)

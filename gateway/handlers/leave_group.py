@@ -6,9 +6,9 @@ one member's error is the response's error.
 """
 from __future__ import annotations
 
-from gateway.request_context import RequestContext
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.gateway.request_context import RequestContext
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 API_KEY = 13
 VERSIONS = (0, 5)

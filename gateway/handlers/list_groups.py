@@ -5,9 +5,9 @@ without regard to case.
 """
 from __future__ import annotations
 
-from gateway.request_context import RequestContext
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.gateway.request_context import RequestContext
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 API_KEY = 16
 VERSIONS = (0, 5)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import asyncio
 
-from engine.topic_table import TopicRecord
-from gateway.broker import LEADER_EPOCH, Broker
-from gateway.request_context import RequestContext
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.engine.topic_table import TopicRecord
+from commitgate.gateway.broker import LEADER_EPOCH, Broker
+from commitgate.gateway.request_context import RequestContext
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 API_KEY = 2
 VERSIONS = (1, 10)

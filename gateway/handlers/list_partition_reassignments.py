@@ -3,9 +3,9 @@ so the list is empty, whatever topics are asked for (Kafka's controller leaves o
 do not exist and partitions not being reassigned)."""
 from __future__ import annotations
 
-from gateway.request_context import RequestContext
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.gateway.request_context import RequestContext
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 API_KEY = 46
 VERSIONS = (0, 0)

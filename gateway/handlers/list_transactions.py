@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import re
 
-from gateway.request_context import RequestContext
-from gateway.transactions.coordinator import now_ms
-from gateway.transactions.txn_log import TxnState
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.transactions.coordinator import now_ms
+from commitgate.gateway.transactions.txn_log import TxnState
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 API_KEY = 66
 VERSIONS = (0, 2)

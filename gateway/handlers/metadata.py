@@ -11,13 +11,13 @@ from __future__ import annotations
 import logging
 import uuid
 
-from engine.topic_table import TopicRecord
-from gateway.acls import CLUSTER_OPERATIONS, OPERATIONS_NOT_REQUESTED, TOPIC_OPERATIONS
-from gateway.broker import LEADER_EPOCH, Broker
-from gateway.groups.offsets_topic import is_internal
-from gateway.request_context import RequestContext
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.engine.topic_table import TopicRecord
+from commitgate.gateway.acls import CLUSTER_OPERATIONS, OPERATIONS_NOT_REQUESTED, TOPIC_OPERATIONS
+from commitgate.gateway.broker import LEADER_EPOCH, Broker
+from commitgate.gateway.groups.offsets_topic import is_internal
+from commitgate.gateway.request_context import RequestContext
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 

@@ -8,11 +8,11 @@ retention time; v6+ carry the leader epoch; v7+ the group.instance.id.
 """
 from __future__ import annotations
 
-from gateway.groups.offsets import Commit, CommitRequest
-from gateway.groups.topics import partition_error, topic_name
-from gateway.request_context import RequestContext
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.gateway.groups.offsets import Commit, CommitRequest
+from commitgate.gateway.groups.topics import partition_error, topic_name
+from commitgate.gateway.request_context import RequestContext
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 API_KEY = 8
 VERSIONS = (2, 10)

@@ -6,10 +6,10 @@ GROUP_SUBSCRIBED_TO_TOPIC; partitions of unknown topics get UNKNOWN_TOPIC_OR_PAR
 """
 from __future__ import annotations
 
-from gateway.groups.topics import partition_error
-from gateway.request_context import RequestContext
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.gateway.groups.topics import partition_error
+from commitgate.gateway.request_context import RequestContext
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 API_KEY = 47
 VERSIONS = (0, 0)

@@ -9,12 +9,12 @@ the client retries until the transaction has ended; without it the committed off
 """
 from __future__ import annotations
 
-from gateway.groups.offsets import OffsetManager
-from gateway.groups.records import OffsetValue
-from gateway.groups.topics import topic_id_of, topic_name
-from gateway.request_context import RequestContext
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.gateway.groups.offsets import OffsetManager
+from commitgate.gateway.groups.records import OffsetValue
+from commitgate.gateway.groups.topics import topic_id_of, topic_name
+from commitgate.gateway.request_context import RequestContext
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 API_KEY = 9
 VERSIONS = (1, 10)

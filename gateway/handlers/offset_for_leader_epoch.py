@@ -10,10 +10,10 @@ UNKNOWN_TOPIC_OR_PARTITION.
 """
 from __future__ import annotations
 
-from gateway.broker import LEADER_EPOCH, Broker
-from gateway.request_context import RequestContext
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.gateway.broker import LEADER_EPOCH, Broker
+from commitgate.gateway.request_context import RequestContext
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 API_KEY = 23
 VERSIONS = (2, 4)

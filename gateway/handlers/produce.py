@@ -14,14 +14,14 @@ from __future__ import annotations
 import logging
 import time
 
-from engine import StoreStatus
-from gateway.broker import STORE_ERRORS, Broker
-from gateway.groups.offsets_topic import is_internal
-from gateway.request_context import RequestContext
-from gateway.topic_configs import TOPIC_CONFIGS
-from protocol import messages
-from protocol.errors import ErrorCode
-from protocol.record_batch import (
+from commitgate.engine import StoreStatus
+from commitgate.gateway.broker import STORE_ERRORS, Broker
+from commitgate.gateway.groups.offsets_topic import is_internal
+from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.topic_configs import TOPIC_CONFIGS
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
+from commitgate.protocol.record_batch import (
     CODECS,
     INT64_MAX,
     INT64_MIN,

@@ -6,8 +6,8 @@ A follower's SyncGroup waits until the leader's assignment is stored in
 """
 from __future__ import annotations
 
-from gateway.request_context import RequestContext
-from protocol import messages
+from commitgate.gateway.request_context import RequestContext
+from commitgate.protocol import messages
 
 API_KEY = 14
 VERSIONS = (0, 5)

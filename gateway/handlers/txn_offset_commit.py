@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import logging
 
-from gateway.groups.offsets import Commit, CommitRequest
-from gateway.groups.topics import partition_error
-from gateway.request_context import RequestContext
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.gateway.groups.offsets import Commit, CommitRequest
+from commitgate.gateway.groups.topics import partition_error
+from commitgate.gateway.request_context import RequestContext
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 

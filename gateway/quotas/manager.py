@@ -17,8 +17,8 @@ from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.quotas.rate import QuotaRate
-from gateway.quotas.store import (
+from commitgate.gateway.quotas.rate import QuotaRate
+from commitgate.gateway.quotas.store import (
     CLIENT_ID,
     CONSUMER_BYTE_RATE,
     PRODUCER_BYTE_RATE,

@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.topic_table import atomic_write
-from protocol.errors import ErrorCode
+from commitgate.engine.topic_table import atomic_write
+from commitgate.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 

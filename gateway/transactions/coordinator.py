@@ -21,12 +21,12 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
-from engine import MessageStore, StoreStatus
-from gateway.config import BrokerConfig
-from gateway.groups.offsets_topic import OFFSETS_TOPIC
-from gateway.producer_ids import ProducerIdAllocator
-from gateway.transactions.txn_log import TransactionLog, TxnRecord, TxnState
-from protocol.errors import ErrorCode
+from commitgate.engine import MessageStore, StoreStatus
+from commitgate.gateway.config import BrokerConfig
+from commitgate.gateway.groups.offsets_topic import OFFSETS_TOPIC
+from commitgate.gateway.producer_ids import ProducerIdAllocator
+from commitgate.gateway.transactions.txn_log import TransactionLog, TxnRecord, TxnState
+from commitgate.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 

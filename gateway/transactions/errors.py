@@ -1,7 +1,7 @@
 """The fencing error a transactional API answers, by request version (KIP-588)."""
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
+from commitgate.protocol.errors import ErrorCode
 
 
 def fenced(api_version: int, since: int) -> ErrorCode:

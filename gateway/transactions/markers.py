@@ -13,13 +13,13 @@ from __future__ import annotations
 import logging
 import time
 
-from engine import MessageStore, StoreStatus
-from gateway.groups.offsets import OffsetManager
-from gateway.groups.offsets_topic import OFFSETS_TOPIC
-from gateway.producer_state import ProducerStateManager
-from gateway.transactions.txn_log import TxnRecord
-from protocol.errors import ErrorCode
-from protocol.record_batch import (
+from commitgate.engine import MessageStore, StoreStatus
+from commitgate.gateway.groups.offsets import OffsetManager
+from commitgate.gateway.groups.offsets_topic import OFFSETS_TOPIC
+from commitgate.gateway.producer_state import ProducerStateManager
+from commitgate.gateway.transactions.txn_log import TxnRecord
+from commitgate.protocol.errors import ErrorCode
+from commitgate.protocol.record_batch import (
     CONTROL_ABORT,
     CONTROL_COMMIT,
     build_control_batch,

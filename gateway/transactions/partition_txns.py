@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from protocol.record_batch import CONTROL_ABORT
+from commitgate.protocol.record_batch import CONTROL_ABORT
 
 PartitionKey = tuple[str, int]  # topic id, partition
 

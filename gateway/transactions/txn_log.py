@@ -20,10 +20,10 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from engine import MessageStore, StoreStatus
-from gateway.groups.offsets_topic import TRANSACTION_STATE_TOPIC, java_hash
-from protocol.codec import DecodeError
-from protocol.record_batch import build_batch, decode_records
+from commitgate.engine import MessageStore, StoreStatus
+from commitgate.gateway.groups.offsets_topic import TRANSACTION_STATE_TOPIC, java_hash
+from commitgate.protocol.codec import DecodeError
+from commitgate.protocol.record_batch import build_batch, decode_records
 
 TOPIC_CONFIGS = {"cleanup.policy": "compact", "retention.ms": "-1"}
 READ_CHUNK = 1 << 20

@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 
 import asyncio_dgram
 
-from gateway.broker import Broker
-from gateway.handlers.produce import append_partition
-from gateway.request_context import RequestContext
-from gateway.udp.framing import FORMATS, Malformed, key_partition
-from gateway.udp.stats import MALFORMED, OVERSIZE, REFUSED, UNKNOWN_TOPIC
-from protocol.errors import ErrorCode
-from protocol.record_batch import HEADER_SIZE, build_batch
+from commitgate.gateway.broker import Broker
+from commitgate.gateway.handlers.produce import append_partition
+from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.udp.framing import FORMATS, Malformed, key_partition
+from commitgate.gateway.udp.stats import MALFORMED, OVERSIZE, REFUSED, UNKNOWN_TOPIC
+from commitgate.protocol.errors import ErrorCode
+from commitgate.protocol.record_batch import HEADER_SIZE, build_batch
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""``python -m bench.admin`` runs end to end on a tiny size: both brokers, alternating rounds,
+"""``python -m commitgate.bench.admin`` runs end to end on a tiny size: both brokers, alternating rounds,
 the /metrics scrapes, and its table with both figures and the ratios. Figures are not checked:
 speed is measured with the benchmark itself, never asserted in a test."""
 from __future__ import annotations
@@ -17,7 +17,7 @@ NUMBER = r"\s+(\d+\.\d+)"
 
 def test_admin_bench_prints_both_sides_and_the_ratios():
     proc = subprocess.run(
-        [sys.executable, "-m", "bench.admin", "--records", "3000", "--rounds", "2",
+        [sys.executable, "-m", "commitgate.bench.admin", "--records", "3000", "--rounds", "2",
          "--scrape-interval", "0.2"],
         cwd=ROOT, capture_output=True, text=True, timeout=280, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -14,17 +14,17 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from bench.broker import Harness
-from bench.flame import summarize
-from bench.profiles import (
+from commitgate.bench.broker import Harness
+from commitgate.bench.flame import summarize
+from commitgate.bench.profiles import (
     FETCH_COMMITTED,
     FETCH_UNCOMMITTED,
     PRODUCE_IDEMPOTENT,
     PRODUCE_TXN,
     PROFILES,
 )
-from bench.targets import Target
-from bench.workloads import FETCH, LATENCY
+from commitgate.bench.targets import Target
+from commitgate.bench.workloads import FETCH, LATENCY
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def results(tmp_path_factory: pytest.TempPathFactory) -> dict:
     out = tmp_path_factory.mktemp("bench-brokers")
     proc = subprocess.run(
-        [sys.executable, "-m", "cli", "bench", "brokers", "--profile", "tiny", "--no-peers",
+        [sys.executable, "-m", "commitgate", "bench", "brokers", "--profile", "tiny", "--no-peers",
          "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=280, check=False,
         env={**os.environ, "COLUMNS": "240"})

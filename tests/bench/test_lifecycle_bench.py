@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bench import lifecycle
-from bench.lifecycle import (
+from commitgate.bench import lifecycle
+from commitgate.bench.lifecycle import (
     COMPACTING,
     IDLE,
     RELOCATING,
@@ -23,7 +23,7 @@ from bench.lifecycle import (
     Report,
     summary,
 )
-from cli.app import app
+from commitgate.cli.app import app
 
 ROOT = Path(__file__).resolve().parents[2]
 MIB = 1 << 20
@@ -32,7 +32,7 @@ MIB = 1 << 20
 @pytest.mark.timeout(300)
 def test_bench_lifecycle_prints_every_figure(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "bench.lifecycle", "--data-dir", str(tmp_path), "--volume-mb", "4",
+        [sys.executable, "-m", "commitgate.bench.lifecycle", "--data-dir", str(tmp_path), "--volume-mb", "4",
          "--segment-mb", "1", "--rounds", "1", "--minutes", "3"],
         cwd=ROOT, capture_output=True, text=True, timeout=280, check=False,
         env={**os.environ, "COLUMNS": "400"})

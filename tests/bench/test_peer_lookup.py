@@ -4,7 +4,7 @@ from __future__ import annotations
 import sysconfig
 from pathlib import Path
 
-from bench.targets import installed
+from commitgate.bench.targets import installed
 
 
 def test_a_console_script_of_this_environment_is_found_without_path(monkeypatch):

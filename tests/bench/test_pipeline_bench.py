@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.pipeline import NO_PROFILE, Batch, latencies
+from commitgate.bench.pipeline import NO_PROFILE, Batch, latencies
 
 pytestmark = pytest.mark.slow  # starts Spark
 
@@ -23,7 +23,7 @@ FIGURE = r"[\d,]+\.\d"
 @pytest.mark.timeout(900)
 def test_prints_both_readers_the_ratio_and_the_latency() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "bench.pipeline", "--size-mib", "2", "--rounds", "1",
+        [sys.executable, "-m", "commitgate.bench.pipeline", "--size-mib", "2", "--rounds", "1",
          "--rate", "1000", "--latency-seconds", "5"],
         cwd=ROOT, capture_output=True, text=True, timeout=880, check=False,
         env={**os.environ, "COLUMNS": "240"})

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bench.store import RAW, Sample, partitions_name, summarize
-from cli.app import app
+from commitgate.bench.store import RAW, Sample, partitions_name, summarize
+from commitgate.cli.app import app
 
 ROOT = Path(__file__).resolve().parents[2]
 MEASUREMENTS = [
@@ -24,7 +24,7 @@ MEASUREMENTS = [
 @pytest.mark.timeout(300)
 def test_bench_store_prints_every_measurement(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "bench.store", "--data-dir", str(tmp_path), "--volume-mb", "4",
+        [sys.executable, "-m", "commitgate.bench.store", "--data-dir", str(tmp_path), "--volume-mb", "4",
          "--partition-volume-mb", "4", "--rounds", "1"],
         cwd=ROOT, capture_output=True, text=True, timeout=280, check=False,
         env={"COLUMNS": "240", "PATH": "/usr/bin:/bin"})

@@ -6,8 +6,8 @@ import json
 
 from typer.testing import CliRunner
 
-from cli.app import app
-from compat_tests.report import load_matrix
+from commitgate.cli.app import app
+from commitgate.compat_tests.report import load_matrix
 
 RUNNER = CliRunner(env={"COLUMNS": "250"})
 

@@ -12,9 +12,9 @@ from kafka.admin import NewTopic
 from kafka.structs import OffsetAndMetadata
 from typer.testing import CliRunner
 
-from cli.app import app
-from compat_tests.wire import WireClient
-from protocol import messages
+from commitgate.cli.app import app
+from commitgate.compat_tests.wire import WireClient
+from commitgate.protocol import messages
 
 
 def test_groups_list_and_describe_show_lag(broker):

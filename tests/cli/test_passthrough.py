@@ -15,7 +15,7 @@ import pytest
     (["bench", "query", "--help"], "--records"),
 ])
 def test_help_is_the_modules_own(command, expected):
-    out = subprocess.run([sys.executable, "-m", "cli", *command], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "commitgate", *command], capture_output=True,
                          text=True, timeout=300, env={"COLUMNS": "200", "PATH": ""}, check=False)
     assert out.returncode == 0, out.stderr
     assert expected in out.stdout

@@ -11,8 +11,8 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 from typer.testing import CliRunner
 
-from cli.app import app
-from cli.query import fetch
+from commitgate.cli.app import app
+from commitgate.cli.query import fetch
 
 RUNNER = CliRunner(env={"COLUMNS": "200"})
 TOPIC = "keyed"

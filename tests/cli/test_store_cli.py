@@ -1,4 +1,4 @@
-"""``commitgate store inspect|verify`` as a user runs them (``python -m cli``), on copies of a
+"""``commitgate store inspect|verify`` as a user runs them (``python -m commitgate``), on copies of a
 data directory a real broker wrote (tests/engine/store_data.py); output parsed."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.paths import StorePaths
+from commitgate.engine.paths import StorePaths
 from tests.engine.store_data import (
     RECORDS,
     TOPIC,
@@ -37,7 +37,7 @@ def copy(produced: Produced, tmp_path: Path) -> Path:
 
 
 def store(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cli", "store", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "commitgate", "store", *args], capture_output=True,
                           text=True, env=WIDE, timeout=RUN_TIMEOUT_S, check=False)
 
 

@@ -7,7 +7,7 @@ import json
 from kafka import KafkaProducer
 from typer.testing import CliRunner
 
-from cli.app import app
+from commitgate.cli.app import app
 
 RUNNER = CliRunner(env={"COLUMNS": "200"})
 

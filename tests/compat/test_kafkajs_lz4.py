@@ -12,9 +12,9 @@ from pathlib import Path
 import lz4.frame
 import pytest
 
-from compat_tests.clients import CLIENTS, DRIVERS, Unavailable
-from protocol.decompress import pieces
-from protocol.record_batch import CODECS
+from commitgate.compat_tests.clients import CLIENTS, DRIVERS, Unavailable
+from commitgate.protocol.decompress import pieces
+from commitgate.protocol.record_batch import CODECS
 
 NODE_TIMEOUT_S = 120
 FLG_INDEPENDENT_V1 = 0x60

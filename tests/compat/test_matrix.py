@@ -12,9 +12,9 @@ import subprocess
 
 import pytest
 
-from compat_tests.clients import client_names
-from compat_tests.matrix import Matrix, run_matrix
-from gateway.launcher import BrokerProcess
+from commitgate.compat_tests.clients import client_names
+from commitgate.compat_tests.matrix import Matrix, run_matrix
+from commitgate.gateway.launcher import BrokerProcess
 
 ALLOW_MISSING = "COMMITGATE_ALLOW_MISSING_CLIENTS"
 APT_TIMEOUT_S = 600

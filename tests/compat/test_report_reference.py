@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from compat_tests.matrix import Cell, ClientResult, Matrix
-from compat_tests.report import (
+from commitgate.compat_tests.matrix import Cell, ClientResult, Matrix
+from commitgate.compat_tests.report import (
     ABSENT,
     Difference,
     differences,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.launcher import BrokerProcess, free_port
+from commitgate.gateway.launcher import BrokerProcess, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "docker" / "healthcheck.py"

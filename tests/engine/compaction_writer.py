@@ -46,8 +46,8 @@ import sys
 import time
 from pathlib import Path
 
-from engine import StoreStatus
-from protocol.record_batch import build_batch
+from commitgate.engine import StoreStatus
+from commitgate.protocol.record_batch import build_batch
 from tests.engine.crash_writer import run_from_command_line
 from tests.engine.relocation_writer import (
     CHURN,

@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from engine import MessageStore, StoreConfig
-from protocol.record_batch import KafkaBodyFormat, build_batch
+from commitgate.engine import MessageStore, StoreConfig
+from commitgate.protocol.record_batch import KafkaBodyFormat, build_batch
 
 SMALL = {"commitlog_segment_bytes": 64 * 1024, "consumequeue_entries_per_file": 50,
          "index_hash_slots": 64, "index_max_entries": 512}

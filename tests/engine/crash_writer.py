@@ -27,8 +27,8 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from engine import AppendResult, MessageStore, StoreConfig, StoreStatus
-from protocol.record_batch import KafkaBodyFormat, build_batch
+from commitgate.engine import AppendResult, MessageStore, StoreConfig, StoreStatus
+from commitgate.protocol.record_batch import KafkaBodyFormat, build_batch
 
 TOPIC = "crash"
 PARTITIONS = 4

@@ -39,9 +39,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from engine import MessageStore, StoreConfig, StoreStatus
-from engine.commit_log import END_FILE_MIN_BLANK_LENGTH, PREFIX_SIZE, topic_trailer
-from protocol.record_batch import KafkaBodyFormat, build_batch
+from commitgate.engine import MessageStore, StoreConfig, StoreStatus
+from commitgate.engine.commit_log import END_FILE_MIN_BLANK_LENGTH, PREFIX_SIZE, topic_trailer
+from commitgate.protocol.record_batch import KafkaBodyFormat, build_batch
 from tests.engine.crash_writer import batch_header
 
 TOPIC = "full"

@@ -34,8 +34,8 @@ import sys
 import time
 from pathlib import Path
 
-from engine import MessageStore, StoreConfig, StoreStatus
-from protocol.record_batch import KafkaBodyFormat
+from commitgate.engine import MessageStore, StoreConfig, StoreStatus
+from commitgate.protocol.record_batch import KafkaBodyFormat
 from tests.engine import crash_writer
 from tests.engine.crash_writer import emit
 

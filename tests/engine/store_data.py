@@ -13,10 +13,10 @@ from pathlib import Path
 
 from kafka import KafkaProducer
 
-from engine.commit_log import PREFIX_SIZE
-from engine.paths import StorePaths, offset_file_name
-from engine.queue_core import CQ_UNIT, UNIT_SIZE
-from gateway.launcher import BrokerProcess
+from commitgate.engine.commit_log import PREFIX_SIZE
+from commitgate.engine.paths import StorePaths, offset_file_name
+from commitgate.engine.queue_core import CQ_UNIT, UNIT_SIZE
+from commitgate.gateway.launcher import BrokerProcess
 
 TOPIC = "orders"
 PARTITIONS = 3

@@ -4,7 +4,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.checkpoint import PAGE, Checkpoint, StoreCheckpoint
+from commitgate.engine.checkpoint import PAGE, Checkpoint, StoreCheckpoint
 
 offsets = st.integers(0, 2**62)
 

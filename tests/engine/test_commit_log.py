@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import commit_log
-from engine.commit_log import (
+from commitgate.engine import commit_log
+from commitgate.engine.commit_log import (
     BLANK_MAGIC,
     ENTRY_PREFIX,
     MESSAGE_MAGIC,
@@ -19,8 +19,8 @@ from engine.commit_log import (
     DispatchRequest,
     topic_trailer,
 )
-from engine.mapped_file_queue import MappedFileQueue
-from protocol.record_batch import KafkaBodyFormat
+from commitgate.engine.mapped_file_queue import MappedFileQueue
+from commitgate.protocol.record_batch import KafkaBodyFormat
 from tests.engine.conftest import batch
 
 

@@ -7,12 +7,12 @@ from array import array
 
 import pytest
 
-from engine.commit_log import CommitLog, DispatchRequest, topic_trailer
-from engine.mapped_file_queue import MappedFileQueue
-from protocol.record_batch import KafkaBodyFormat
+from commitgate.engine.commit_log import CommitLog, DispatchRequest, topic_trailer
+from commitgate.engine.mapped_file_queue import MappedFileQueue
+from commitgate.protocol.record_batch import KafkaBodyFormat
 from tests.engine.conftest import batch
 
-walk_module = pytest.importorskip("engine._commit_log", reason="built without a C compiler")
+walk_module = pytest.importorskip("commitgate.engine._commit_log", reason="built without a C compiler")
 SCANNER = KafkaBodyFormat.scanner
 LIMIT, BLANK, INVALID = 0, 1, 2
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 import shutil
 
-from engine import StoreStatus
-from protocol.record_batch import decode_records, read_header
+from commitgate.engine import StoreStatus
+from commitgate.protocol.record_batch import decode_records, read_header
 from tests.engine.conftest import batch, open_store
 
 KEEP_TOMBSTONES = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01",

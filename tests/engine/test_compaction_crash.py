@@ -57,9 +57,9 @@ from pathlib import Path
 
 import pytest
 
-from engine import MessageStore, StoreStatus
-from engine.paths import StorePaths
-from protocol.record_batch import decode_records
+from commitgate.engine import MessageStore, StoreStatus
+from commitgate.engine.paths import StorePaths
+from commitgate.protocol.record_batch import decode_records
 from tests.engine.compaction_writer import (
     CHURN,
     COMPACTED,

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine import queue_writer
-from engine.consume_queue import (
+from commitgate.engine import queue_writer
+from commitgate.engine.consume_queue import (
     CQ_UNIT,
     PENDING_BYTES,
     PENDING_CAPACITY,
@@ -21,16 +21,16 @@ from engine.consume_queue import (
     ConsumeQueue,
     UnitReader,
 )
-from engine.consume_queue_store import DRAIN_BATCH, ConsumeQueueStore
-from engine.file_handle_cache import FileHandleCache
-from engine.mapped_file import MappedFile
-from engine.mapped_file_queue import StoreDamaged
-from engine.paths import StorePaths, offset_file_name
-from engine.queue_core import tail_writes as py_tail_writes
-from engine.queue_writer import PARALLEL_FROM
+from commitgate.engine.consume_queue_store import DRAIN_BATCH, ConsumeQueueStore
+from commitgate.engine.file_handle_cache import FileHandleCache
+from commitgate.engine.mapped_file import MappedFile
+from commitgate.engine.mapped_file_queue import StoreDamaged
+from commitgate.engine.paths import StorePaths, offset_file_name
+from commitgate.engine.queue_core import tail_writes as py_tail_writes
+from commitgate.engine.queue_writer import PARALLEL_FROM
 
 try:
-    from engine._queue_core import tail_writes as c_tail_writes
+    from commitgate.engine._queue_core import tail_writes as c_tail_writes
 except ImportError:  # installed without a C compiler
     c_tail_writes = None
 TAIL_WRITES = [
@@ -359,7 +359,7 @@ def test_tail_writes_prepares_the_queues_with_one_write_to_an_open_file(tmp_path
 def test_a_store_drain_gives_the_same_files_either_way(tmp_path, monkeypatch, tail_writes):
     """tail_writes in C or in Python: a drain of queues in every case (one write, a new file,
     units crossing files, none pending) leaves the same bytes."""
-    monkeypatch.setattr("engine.consume_queue_store.tail_writes", tail_writes)
+    monkeypatch.setattr("commitgate.engine.consume_queue_store.tail_writes", tail_writes)
     store = ConsumeQueueStore(StorePaths(tmp_path), 10, FileHandleCache(8))
     for partition in range(3 * PARALLEL_FROM):
         queue = store.get("t", partition)

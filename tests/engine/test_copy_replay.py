@@ -17,8 +17,8 @@ import os
 import shutil
 from pathlib import Path
 
-from engine import MessageStore
-from engine.commit_log import RELOCATED
+from commitgate.engine import MessageStore
+from commitgate.engine.commit_log import RELOCATED
 from tests.engine.conftest import open_store
 from tests.engine.test_compaction import KEEP_TOMBSTONES, _produce, _read_all
 from tests.engine.test_crash_recovery import KILLED, run_crash_child

@@ -27,13 +27,13 @@ from typing import IO, Generic, TypeVar
 
 import pytest
 
-from engine import MessageStore, StoreStatus
-from engine.checkpoint import StoreCheckpoint
-from engine.commit_log import PREFIX_SIZE, CommitLog, DispatchRequest, topic_trailer
-from engine.mapped_file_queue import MappedFileQueue, segment_starts
-from engine.paths import StorePaths, offset_file_name
-from engine.recovery import RecoveryReport
-from protocol.record_batch import KafkaBodyFormat, build_batch
+from commitgate.engine import MessageStore, StoreStatus
+from commitgate.engine.checkpoint import StoreCheckpoint
+from commitgate.engine.commit_log import PREFIX_SIZE, CommitLog, DispatchRequest, topic_trailer
+from commitgate.engine.mapped_file_queue import MappedFileQueue, segment_starts
+from commitgate.engine.paths import StorePaths, offset_file_name
+from commitgate.engine.recovery import RecoveryReport
+from commitgate.protocol.record_batch import KafkaBodyFormat, build_batch
 from tests.engine.crash_writer import (
     CQ_ENTRIES_PER_FILE,
     PARTITIONS,
@@ -457,7 +457,7 @@ async def open_with_topic(data_dir: Path) -> MessageStore:
 def die_while_preallocating_next_segment(data_dir: str) -> None:
     """Child: one acknowledged batch, then die inside the reservation of segment 2's blocks,
     which the allocator starts as soon as segment 1 is taken."""
-    from engine import mapped_file
+    from commitgate.engine import mapped_file
 
     acknowledged = threading.Event()
     reserve = mapped_file._reserve
@@ -483,7 +483,7 @@ def die_between_the_consumequeue_files_of_a_batch(data_dir: str) -> None:
     """Child: partition 0 acknowledged up to offset 995, then a 10-record batch whose units
     span two ConsumeQueue files, acknowledged while its units wait in memory; die when they
     are written out, after the first file's units and before the second file."""
-    from engine.consume_queue import ConsumeQueue
+    from commitgate.engine.consume_queue import ConsumeQueue
 
     get_file = ConsumeQueue._file
     armed = False

@@ -15,16 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from engine import MessageStore, StoreConfig, StoreStatus, supervision
-from engine.allocate_mapped_file_service import AllocateMappedFileService
-from engine.checkpoint import Checkpoint
-from engine.commit_log import CommitLog
-from engine.dispatcher import Dispatcher
-from engine.flush_commit_log_service import FlushCommitLogService
-from engine.flush_consume_queue_service import FlushConsumeQueueService
-from engine.group_commit_service import GroupCommitService
-from engine.index_builder import IndexBuilder
-from protocol.record_batch import KafkaBodyFormat, decode_records
+from commitgate.engine import MessageStore, StoreConfig, StoreStatus, supervision
+from commitgate.engine.allocate_mapped_file_service import AllocateMappedFileService
+from commitgate.engine.checkpoint import Checkpoint
+from commitgate.engine.commit_log import CommitLog
+from commitgate.engine.dispatcher import Dispatcher
+from commitgate.engine.flush_commit_log_service import FlushCommitLogService
+from commitgate.engine.flush_consume_queue_service import FlushConsumeQueueService
+from commitgate.engine.group_commit_service import GroupCommitService
+from commitgate.engine.index_builder import IndexBuilder
+from commitgate.protocol.record_batch import KafkaBodyFormat, decode_records
 from tests.engine.conftest import SMALL, batch, open_store
 
 DEADLINE_S = 20.0

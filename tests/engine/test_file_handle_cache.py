@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 
-from engine.consume_queue_store import ConsumeQueueStore
-from engine.file_handle_cache import FileHandleCache
-from engine.mapped_file import MappedFile
-from engine.paths import StorePaths
+from commitgate.engine.consume_queue_store import ConsumeQueueStore
+from commitgate.engine.file_handle_cache import FileHandleCache
+from commitgate.engine.mapped_file import MappedFile
+from commitgate.engine.paths import StorePaths
 
 
 def _opener(tmp_path, name: str):

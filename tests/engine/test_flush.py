@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import asyncio
 
-from engine import StoreStatus
+from commitgate.engine import StoreStatus
 from tests.engine.conftest import batch, open_store
 
 

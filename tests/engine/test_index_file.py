@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.index_file import (
+from commitgate.engine.index_file import (
     ENTRY_SIZE,
     HEADER_SIZE,
     IndexEntry,

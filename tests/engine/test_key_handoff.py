@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from engine import MessageStore, StoreConfig, StoreStatus, index_builder
-from engine.dispatcher import Dispatcher
-from engine.index_builder import KEY_OVERHEAD, KeyHandoff
-from protocol.record_batch import KafkaBodyFormat, RecordSetStatus, validate_record_set
+from commitgate.engine import MessageStore, StoreConfig, StoreStatus, index_builder
+from commitgate.engine.dispatcher import Dispatcher
+from commitgate.engine.index_builder import KEY_OVERHEAD, KeyHandoff
+from commitgate.protocol.record_batch import KafkaBodyFormat, RecordSetStatus, validate_record_set
 from tests.engine.conftest import SMALL, batch
 
 CODECS = ("gzip", "snappy", "lz4", "zstd")

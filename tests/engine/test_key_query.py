@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
-from engine import StoreStatus
-from engine.key_query import find_key
-from protocol.record_batch import decode_records
+from commitgate.engine import StoreStatus
+from commitgate.engine.key_query import find_key
+from commitgate.protocol.record_batch import decode_records
 from tests.engine.conftest import batch, open_store
 
 BATCHES = 3_000

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 
-from engine.mapped_file import MappedFile
+from commitgate.engine.mapped_file import MappedFile
 
 
 def test_append_returns_positions_and_reads_back_without_copy(tmp_path):

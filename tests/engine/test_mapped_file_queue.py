@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.allocate_mapped_file_service import AllocateMappedFileService
-from engine.mapped_file_queue import MappedFileQueue, StoreDamaged
-from engine.paths import offset_file_name
+from commitgate.engine.allocate_mapped_file_service import AllocateMappedFileService
+from commitgate.engine.mapped_file_queue import MappedFileQueue, StoreDamaged
+from commitgate.engine.paths import offset_file_name
 
 
 def _fill(queue: MappedFileQueue, files: int) -> None:

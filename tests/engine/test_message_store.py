@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from engine import MessageStore, StoreConfig, StoreStatus, index_builder
-from protocol.record_batch import KafkaBodyFormat, decode_records
+from commitgate.engine import MessageStore, StoreConfig, StoreStatus, index_builder
+from commitgate.protocol.record_batch import KafkaBodyFormat, decode_records
 from tests.engine.conftest import SMALL, batch, open_store
 
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-import engine.partition_sizes
-from engine import StoreStatus
+import commitgate.engine.partition_sizes as partition_sizes_module
+from commitgate.engine import StoreStatus
 from tests.engine.conftest import batch, open_store
 
 
@@ -30,7 +30,7 @@ def _no_walks(store, monkeypatch):
 
 @pytest.fixture
 def small_marks(monkeypatch):
-    monkeypatch.setattr(engine.partition_sizes, "MARK_BYTES", 2_000)
+    monkeypatch.setattr(partition_sizes_module, "MARK_BYTES", 2_000)
 
 
 def test_sizes_are_counted_after_the_first_walk(tmp_path, run, monkeypatch, small_marks):

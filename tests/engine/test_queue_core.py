@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import queue_core
-from engine.consume_queue import ConsumeQueue
-from engine.queue_core import CQ_UNIT, UNIT_SIZE
+from commitgate.engine import queue_core
+from commitgate.engine.consume_queue import ConsumeQueue
+from commitgate.engine.queue_core import CQ_UNIT, UNIT_SIZE
 
-c_core = pytest.importorskip("engine._queue_core", reason="the C helper was not built")
+c_core = pytest.importorskip("commitgate.engine._queue_core", reason="the C helper was not built")
 CORES = [c_core.QueueCore, queue_core.QueueCore]
 
 

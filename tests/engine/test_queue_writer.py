@@ -6,12 +6,12 @@ import os
 
 import pytest
 
-from engine import queue_writer
-from engine.mapped_file import MappedFile
-from engine.queue_writer import PARALLEL_FROM, QueueWriter, TailWrites, UnitWrite
+from commitgate.engine import queue_writer
+from commitgate.engine.mapped_file import MappedFile
+from commitgate.engine.queue_writer import PARALLEL_FROM, QueueWriter, TailWrites, UnitWrite
 
 try:
-    from engine._queue_core import pwrite_all as c_pwrite_all
+    from commitgate.engine._queue_core import pwrite_all as c_pwrite_all
 except ImportError:  # installed without a C compiler: the Python one is the one in use
     c_pwrite_all = None
 WRITERS = [

@@ -46,11 +46,11 @@ from typing import IO, TypeVar
 
 import pytest
 
-from engine import MessageStore, StoreStatus
-from engine.mapped_file_queue import segment_starts
-from engine.paths import StorePaths
-from engine.recovery import RecoveryReport
-from protocol.record_batch import KafkaBodyFormat, build_batch
+from commitgate.engine import MessageStore, StoreStatus
+from commitgate.engine.mapped_file_queue import segment_starts
+from commitgate.engine.paths import StorePaths
+from commitgate.engine.recovery import RecoveryReport
+from commitgate.protocol.record_batch import KafkaBodyFormat, build_batch
 from tests.engine.relocation_writer import CHURN, KEEP, PARTITIONS, SEGMENT_BYTES, store_config
 from tests.engine.test_crash_recovery import (
     LineCollector,

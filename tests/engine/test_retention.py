@@ -4,7 +4,7 @@ from __future__ import annotations
 import shutil
 import time
 
-from engine import StoreStatus
+from commitgate.engine import StoreStatus
 from tests.engine.conftest import batch, open_store
 
 

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from engine.checkpoint import Checkpoint
-from engine.paths import StorePaths
-from engine.queue_core import CQ_UNIT
-from engine.store_files import NotAStore
-from engine.store_inspect import ERROR, WARNING, StoreReport, inspect_store
-from engine.store_verify import verify_store
-from gateway.launcher import BrokerProcess
-from protocol.record_batch import KafkaBodyFormat
+from commitgate.engine.checkpoint import Checkpoint
+from commitgate.engine.paths import StorePaths
+from commitgate.engine.queue_core import CQ_UNIT
+from commitgate.engine.store_files import NotAStore
+from commitgate.engine.store_inspect import ERROR, WARNING, StoreReport, inspect_store
+from commitgate.engine.store_verify import verify_store
+from commitgate.gateway.launcher import BrokerProcess
+from commitgate.protocol.record_batch import KafkaBodyFormat
 from tests.engine.store_data import (
     BROKER_OVERRIDES,
     PARTITIONS,

@@ -6,8 +6,8 @@ import asyncio
 import json
 import threading
 
-from engine import StoreStatus
-from engine.topic_table import TopicRecord, TopicTable
+from commitgate.engine import StoreStatus
+from commitgate.engine.topic_table import TopicRecord, TopicTable
 from tests.engine.conftest import batch, open_store
 
 

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.topic_table import TopicRecord, TopicTable, topic_name_error
+from commitgate.engine.topic_table import TopicRecord, TopicTable, topic_name_error
 
 
 @pytest.mark.parametrize("name", ["orders", "a.b-c_d", "x" * 249, "..."])

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.consume_queue_store import ConsumeQueueStore
-from engine.file_handle_cache import FileHandleCache
-from engine.paths import StorePaths
+from commitgate.engine.consume_queue_store import ConsumeQueueStore
+from commitgate.engine.file_handle_cache import FileHandleCache
+from commitgate.engine.paths import StorePaths
 from tests.engine.crash_writer import CQ_ENTRIES_PER_FILE
 from tests.engine.test_crash_recovery import (
     KILLED,
@@ -106,7 +106,7 @@ def test_a_start_keeps_the_end_when_the_file_before_an_empty_one_is_whole(tmp_pa
 
 
 def _die_after_making_file_1() -> None:
-    from engine.consume_queue import ConsumeQueue
+    from commitgate.engine.consume_queue import ConsumeQueue
 
     get_file = ConsumeQueue._file
 

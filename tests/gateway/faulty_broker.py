@@ -16,16 +16,16 @@ import errno
 import os
 from pathlib import Path
 
-from cli.app import app
-from engine.allocate_mapped_file_service import AllocateMappedFileService
-from engine.commit_log import CommitLog
-from engine.flush_commit_log_service import FlushCommitLogService
-from engine.flush_consume_queue_service import FlushConsumeQueueService
-from engine.group_commit_service import GroupCommitService
-from engine.index_builder import IndexBuilder
-from gateway.groups.offsets import OffsetManager
-from gateway.producer_snapshot_service import ProducerSnapshotService
-from gateway.transactions.markers import MarkerWriter
+from commitgate.cli.app import app
+from commitgate.engine.allocate_mapped_file_service import AllocateMappedFileService
+from commitgate.engine.commit_log import CommitLog
+from commitgate.engine.flush_commit_log_service import FlushCommitLogService
+from commitgate.engine.flush_consume_queue_service import FlushConsumeQueueService
+from commitgate.engine.group_commit_service import GroupCommitService
+from commitgate.engine.index_builder import IndexBuilder
+from commitgate.gateway.groups.offsets import OffsetManager
+from commitgate.gateway.producer_snapshot_service import ProducerSnapshotService
+from commitgate.gateway.transactions.markers import MarkerWriter
 
 FAULTS = Path(os.environ.get("COMMITGATE_FAULTS", "/nonexistent"))
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import time
 
-from compat_tests.wire import WireClient
-from protocol import messages
-from protocol.errors import ErrorCode
-from protocol.record_batch import Record, build_batch, decode_records
+from commitgate.compat_tests.wire import WireClient
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
+from commitgate.protocol.record_batch import Record, build_batch, decode_records
 
 PRODUCE, FETCH, INIT_PRODUCER_ID, CREATE_TOPICS = 0, 1, 22, 19
 Produce = messages.get("ProduceRequest").cls

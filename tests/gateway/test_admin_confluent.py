@@ -23,8 +23,8 @@ from confluent_kafka.admin import (
     OffsetSpec,
 )
 
-from compat_tests.wire import WireClient
-from protocol import messages
+from commitgate.compat_tests.wire import WireClient
+from commitgate.protocol import messages
 
 TIMEOUT_S = 10
 Incremental = messages.get("IncrementalAlterConfigsRequest").cls

@@ -22,12 +22,12 @@ from prometheus_client.openmetrics.parser import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
-from compat_tests.wire import WireClient
-from gateway.launcher import BrokerProcess, free_port
-from gateway.settings import broker_config
-from protocol import messages
-from protocol.errors import ErrorCode
-from protocol.record_batch import Record, build_batch, decode_records
+from commitgate.compat_tests.wire import WireClient
+from commitgate.gateway.launcher import BrokerProcess, free_port
+from commitgate.gateway.settings import broker_config
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
+from commitgate.protocol.record_batch import Record, build_batch, decode_records
 from tests.gateway.test_faults import FaultyBroker
 
 PRODUCE, FETCH, CREATE_TOPICS = 0, 1, 19

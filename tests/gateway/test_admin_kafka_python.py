@@ -11,7 +11,7 @@ from kafka.errors import (
     UnknownTopicOrPartitionError,
 )
 
-from gateway.topic_configs import TOPIC_CONFIGS
+from commitgate.gateway.topic_configs import TOPIC_CONFIGS
 
 
 @pytest.fixture(scope="module")

@@ -11,12 +11,12 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from engine import MessageStore, StoreStatus
-from gateway import settings
-from gateway.admin import query, topics
-from gateway.broker import Broker
-from gateway.launcher import BrokerProcess
-from protocol.record_batch import KafkaBodyFormat, build_batch
+from commitgate.engine import MessageStore, StoreStatus
+from commitgate.gateway import settings
+from commitgate.gateway.admin import query, topics
+from commitgate.gateway.broker import Broker
+from commitgate.gateway.launcher import BrokerProcess
+from commitgate.protocol.record_batch import KafkaBodyFormat, build_batch
 
 
 @contextlib.asynccontextmanager

@@ -35,11 +35,11 @@ from kafka.admin import (
 from kafka.admin import ResourceType as KafkaResourceType
 from kafka.errors import NoError, NoReassignmentInProgressError, SecurityDisabledError
 
-from compat_tests.clients import _jars, need, run_tool
-from compat_tests.wire import WireClient
-from gateway.handlers import all_handlers
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.compat_tests.clients import _jars, need, run_tool
+from commitgate.compat_tests.wire import WireClient
+from commitgate.gateway.handlers import all_handlers
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 from tests.gateway.idempotent_wire import create, idempotent_batch, init_producer_id, produce
 
 OFFSET_FOR_LEADER_EPOCH, DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 23, 29, 30, 31

@@ -5,13 +5,13 @@ import uuid
 
 import pytest
 
-from compat_tests.wire import WireClient
-from gateway.handlers import all_handlers
-from gateway.launcher import BrokerProcess
-from gateway.topic_configs import TOPIC_CONFIGS
-from protocol import messages
-from protocol.errors import ErrorCode
-from protocol.record_batch import build_batch
+from commitgate.compat_tests.wire import WireClient
+from commitgate.gateway.handlers import all_handlers
+from commitgate.gateway.launcher import BrokerProcess
+from commitgate.gateway.topic_configs import TOPIC_CONFIGS
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
+from commitgate.protocol.record_batch import build_batch
 
 PRODUCE, FETCH, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 0, 1, 19, 20, 21
 DESCRIBE_CONFIGS, ALTER_CONFIGS, DESCRIBE_LOG_DIRS, CREATE_PARTITIONS = 32, 33, 35, 37

@@ -9,9 +9,9 @@ import pytest
 from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AclOperation, AdminClient, NewTopic
 
-from compat_tests.wire import WireClient
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.compat_tests.wire import WireClient
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 METADATA, DESCRIBE_GROUPS, DESCRIBE_CLUSTER = 3, 15, 60
 TOPIC_OPS, GROUP_OPS, CLUSTER_OPS, NOT_ASKED = 3576, 3400, 8096, -2147483648

@@ -6,10 +6,10 @@ import struct
 
 import pytest
 
-from compat_tests.wire import WireClient
-from protocol import messages
-from protocol.errors import ErrorCode
-from protocol.record_batch import build_batch
+from commitgate.compat_tests.wire import WireClient
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
+from commitgate.protocol.record_batch import build_batch
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, CREATE_TOPICS = 0, 1, 2, 3, 18, 19
 Produce = messages.get("ProduceRequest").cls

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from gateway.broker_configs import BrokerConfigs, ConfigSource, Synonym
-from gateway.settings import broker_config
+from commitgate.gateway.broker_configs import BrokerConfigs, ConfigSource, Synonym
+from commitgate.gateway.settings import broker_config
 
 
 def test_cluster_min_insync_replicas_comes_from_the_first_start(tmp_path):

@@ -17,16 +17,16 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
-from compat_tests import wire
-from compat_tests.clients import _jars, need, run_tool
-from compat_tests.wire import WireClient
-from gateway.launcher import BrokerProcess
-from gateway.quotas.manager import QuotaManager
-from gateway.quotas.rate import QuotaRate
-from gateway.quotas.store import Alteration, ClientQuotaStore, entity_of
-from protocol import messages
-from protocol.errors import ErrorCode
-from protocol.record_batch import build_batch
+from commitgate.compat_tests import wire
+from commitgate.compat_tests.clients import _jars, need, run_tool
+from commitgate.compat_tests.wire import WireClient
+from commitgate.gateway.launcher import BrokerProcess
+from commitgate.gateway.quotas.manager import QuotaManager
+from commitgate.gateway.quotas.rate import QuotaRate
+from commitgate.gateway.quotas.store import Alteration, ClientQuotaStore, entity_of
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
+from commitgate.protocol.record_batch import build_batch
 
 PRODUCE, METADATA, API_VERSIONS, CREATE_TOPICS = 0, 3, 18, 19
 DESCRIBE_QUOTAS, ALTER_QUOTAS = 48, 49

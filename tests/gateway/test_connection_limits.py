@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from compat_tests.wire import WireClient
-from gateway.launcher import BrokerProcess
-from gateway.peer_log import BURST
-from protocol import messages
-from protocol.errors import ErrorCode
-from protocol.record_batch import build_batch
+from commitgate.compat_tests.wire import WireClient
+from commitgate.gateway.launcher import BrokerProcess
+from commitgate.gateway.peer_log import BURST
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
+from commitgate.protocol.record_batch import build_batch
 
 PRODUCE, FETCH, API_VERSIONS, CREATE_TOPICS = 0, 1, 18, 19
 Produce = messages.get("ProduceRequest").cls

@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 
-from compat_tests.wire import WireClient
-from gateway.launcher import BrokerProcess
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.compat_tests.wire import WireClient
+from commitgate.gateway.launcher import BrokerProcess
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 CREATE_TOPICS, DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 19, 32, 33, 44
 TOPIC, BROKER = 2, 4

@@ -8,11 +8,11 @@ import os
 import subprocess
 import sys
 
-from compat_tests.wire import WireClient
-from gateway.env_settings import environment_settings, setting_name
-from gateway.launcher import free_port
-from gateway.settings import load
-from protocol import messages
+from commitgate.compat_tests.wire import WireClient
+from commitgate.gateway.env_settings import environment_settings, setting_name
+from commitgate.gateway.launcher import free_port
+from commitgate.gateway.settings import load
+from commitgate.protocol import messages
 from tests.waiting import wait_until
 
 Metadata = messages.get("MetadataRequest").cls
@@ -55,7 +55,7 @@ def test_serve_takes_its_settings_from_the_environment(tmp_path):
                "COMMITGATE_ADMIN_LISTENERS": "", "COMMITGATE_LOG_DIRS": str(tmp_path / "data"),
                "COMMITGATE_NODE_ID": "7", "COMMITGATE_COMMITLOG_SEGMENT_BYTES": str(64 << 20),
                "COMMITGATE_INDEX_HASH_SLOTS": "50000", "COMMITGATE_INDEX_MAX_ENTRIES": "200000"}
-    with subprocess.Popen([sys.executable, "-m", "cli", "serve"], env=environ, text=True,
+    with subprocess.Popen([sys.executable, "-m", "commitgate", "serve"], env=environ, text=True,
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as broker:
         try:
             with _connect(f"127.0.0.1:{port}", broker) as client:

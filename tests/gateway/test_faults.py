@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from compat_tests.wire import WireClient
-from gateway.launcher import BrokerProcess
-from protocol import messages
-from protocol.errors import ErrorCode
-from protocol.record_batch import build_batch, decode_records
+from commitgate.compat_tests.wire import WireClient
+from commitgate.gateway.launcher import BrokerProcess
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
+from commitgate.protocol.record_batch import build_batch, decode_records
 
 PRODUCE, FETCH, CREATE_TOPICS = 0, 1, 19
 Produce = messages.get("ProduceRequest").cls

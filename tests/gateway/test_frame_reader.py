@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.frame_reader import DIRECT_FRAME, RECEIVE_BUFFER, FrameError, FrameReader
-from gateway.request_memory import RequestMemory
+from commitgate.gateway.frame_reader import DIRECT_FRAME, RECEIVE_BUFFER, FrameError, FrameReader
+from commitgate.gateway.request_memory import RequestMemory
 
 
 def _reader(max_frame: int = 1 << 20, budget: int = -1) -> FrameReader:

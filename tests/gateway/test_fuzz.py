@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
 
-from compat_tests.fuzz import CaseGenerator, FuzzOptions, api_keys, run_fuzz
-from compat_tests.wire import WireClient
-from gateway.handlers import all_handlers
-from gateway.launcher import BrokerProcess
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.compat_tests.fuzz import CaseGenerator, FuzzOptions, api_keys, run_fuzz
+from commitgate.compat_tests.wire import WireClient
+from commitgate.gateway.handlers import all_handlers
+from commitgate.gateway.launcher import BrokerProcess
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 CASES = 20_000
 SEED = 21

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from kafka import KafkaProducer
 
-from compat_tests.clients import DRIVERS, _jars, need, run_tool
-from compat_tests.wire import WireClient
-from gateway.launcher import BrokerProcess
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.compat_tests.clients import DRIVERS, _jars, need, run_tool
+from commitgate.compat_tests.wire import WireClient
+from commitgate.gateway.launcher import BrokerProcess
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 (OFFSET_COMMIT, OFFSET_FETCH, JOIN, SYNC, LIST, METADATA, CREATE_TOPICS, HEARTBEAT,
  DESCRIBE) = (8, 9, 11, 14, 16, 3, 19, 68, 69)

@@ -14,10 +14,10 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from compat_tests.wire import WireClient
-from gateway.launcher import BrokerProcess
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.compat_tests.wire import WireClient
+from commitgate.gateway.launcher import BrokerProcess
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 API_VERSIONS, METADATA, CREATE_TOPICS, DELETE_TOPICS, HEARTBEAT, DESCRIBE = 18, 3, 19, 20, 68, 69
 INTERVAL_MS = 250

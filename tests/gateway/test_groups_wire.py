@@ -9,10 +9,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from compat_tests.wire import WireClient
-from gateway.launcher import BrokerProcess
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.compat_tests.wire import WireClient
+from commitgate.gateway.launcher import BrokerProcess
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 (OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN, HEARTBEAT, LEAVE, SYNC, DESCRIBE, LIST,
  DELETE_GROUPS, OFFSET_DELETE, PRODUCE, METADATA, CREATE_TOPICS) = (
@@ -295,7 +295,7 @@ def test_offset_delete(client):
 
 
 def test_clients_cannot_produce_to_the_offsets_topic(client):
-    from protocol.record_batch import build_batch
+    from commitgate.protocol.record_batch import build_batch
     Produce = req("Produce")
     response = client.request(PRODUCE, 9, Produce(acks=1, timeout_ms=1000, topic_data=[
         Produce.TopicProduceData(name="__consumer_offsets", partition_data=[

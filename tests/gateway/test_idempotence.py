@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from compat_tests.wire import WireClient
-from protocol.errors import ErrorCode
+from commitgate.compat_tests.wire import WireClient
+from commitgate.protocol.errors import ErrorCode
 from tests.gateway.idempotent_wire import (
     create,
     idempotent_batch,

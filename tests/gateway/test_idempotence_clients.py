@@ -10,8 +10,8 @@ from aiokafka import AIOKafkaProducer
 from confluent_kafka import Producer
 from kafka import KafkaProducer
 
-from compat_tests.wire import WireClient
-from protocol.record_batch import iter_batch_headers
+from commitgate.compat_tests.wire import WireClient
+from commitgate.protocol.record_batch import iter_batch_headers
 from tests.gateway.idempotent_wire import create, fetch_partition, stored
 
 RECORDS = 300

@@ -18,10 +18,10 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as ConfluentPartition
 
-from compat_tests.wire import WireClient
-from gateway.launcher import BrokerProcess
-from protocol.errors import ErrorCode
-from protocol.record_batch import build_batch, decode_records, iter_batch_headers
+from commitgate.compat_tests.wire import WireClient
+from commitgate.gateway.launcher import BrokerProcess
+from commitgate.protocol.errors import ErrorCode
+from commitgate.protocol.record_batch import build_batch, decode_records, iter_batch_headers
 from tests.gateway.idempotent_wire import (
     CREATE_TOPICS,
     FETCH,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
-from compat_tests.wire import WireClient
-from gateway import producer_snapshot
-from protocol.errors import ErrorCode
+from commitgate.compat_tests.wire import WireClient
+from commitgate.gateway import producer_snapshot
+from commitgate.protocol.errors import ErrorCode
 from tests.gateway.idempotent_wire import (
     create,
     idempotent_batch,

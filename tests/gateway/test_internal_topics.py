@@ -6,11 +6,11 @@ import uuid
 
 import pytest
 
-from compat_tests.wire import WireClient
-from gateway.launcher import BrokerProcess
-from protocol import messages
-from protocol.errors import ErrorCode
-from protocol.record_batch import build_batch
+from commitgate.compat_tests.wire import WireClient
+from commitgate.gateway.launcher import BrokerProcess
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
+from commitgate.protocol.record_batch import build_batch
 from tests.gateway.test_groups_wire import commit, fetch
 
 PRODUCE, METADATA, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 0, 3, 19, 20, 21

@@ -8,12 +8,12 @@ from __future__ import annotations
 import asyncio
 import time
 
-from compat_tests.wire import WireClient
-from engine import MessageStore
-from gateway import settings
-from protocol import messages
-from protocol.errors import ErrorCode
-from protocol.record_batch import KafkaBodyFormat, build_batch
+from commitgate.compat_tests.wire import WireClient
+from commitgate.engine import MessageStore
+from commitgate.gateway import settings
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
+from commitgate.protocol.record_batch import KafkaBodyFormat, build_batch
 
 PRODUCE, CREATE_TOPICS = 0, 19
 Produce = messages.get("ProduceRequest").cls

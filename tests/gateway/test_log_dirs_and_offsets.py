@@ -6,11 +6,11 @@ import time
 
 import pytest
 
-from compat_tests.wire import WireClient
-from gateway.launcher import BrokerProcess
-from protocol import messages
-from protocol.errors import ErrorCode
-from protocol.record_batch import build_batch
+from commitgate.compat_tests.wire import WireClient
+from commitgate.gateway.launcher import BrokerProcess
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
+from commitgate.protocol.record_batch import build_batch
 from tests.gateway.test_admin_wire import SET, TOPIC, _incremental
 from tests.gateway.test_internal_topics import _create, _delete_records
 

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from compat_tests.wire import WireClient
-from gateway.groups.offsets_topic import java_hash
-from gateway.launcher import BrokerProcess
-from protocol import messages
-from protocol.errors import ErrorCode
-from protocol.record_batch import decode_records, iter_batch_headers
+from commitgate.compat_tests.wire import WireClient
+from commitgate.gateway.groups.offsets_topic import java_hash
+from commitgate.gateway.launcher import BrokerProcess
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
+from commitgate.protocol.record_batch import decode_records, iter_batch_headers
 
 FETCH, OFFSET_COMMIT, OFFSET_FETCH, CREATE_TOPICS, DESCRIBE_LOG_DIRS = 1, 8, 9, 19, 35
 COMMIT_VERSION = 9

@@ -4,8 +4,8 @@ from __future__ import annotations
 import logging
 import time
 
-from gateway.network_stats import NetworkStats
-from gateway.peer_log import PeerLog
+from commitgate.gateway.network_stats import NetworkStats
+from commitgate.gateway.peer_log import PeerLog
 
 
 def test_warnings_beyond_the_burst_are_counted_and_summarised(caplog):

@@ -13,10 +13,10 @@ from aiokafka import AIOKafkaProducer
 from confluent_kafka import Producer
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from compat_tests.wire import WireClient
-from protocol import messages
-from protocol.errors import ErrorCode
-from protocol.record_batch import (
+from commitgate.compat_tests.wire import WireClient
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
+from commitgate.protocol.record_batch import (
     CODECS,
     MAX_DECOMPRESSION_RATIO,
     build_batch,

@@ -8,12 +8,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from engine import MessageStore
-from gateway import producer_snapshot
-from gateway.producer_snapshot_service import ProducerSnapshotService
-from gateway.producer_state import ProducerStateManager
-from protocol.errors import ErrorCode
-from protocol.record_batch import build_batch, read_header
+from commitgate.engine import MessageStore
+from commitgate.gateway import producer_snapshot
+from commitgate.gateway.producer_snapshot_service import ProducerSnapshotService
+from commitgate.gateway.producer_state import ProducerStateManager
+from commitgate.protocol.errors import ErrorCode
+from commitgate.protocol.record_batch import build_batch, read_header
 from tests.engine.conftest import open_store
 
 PID = 11

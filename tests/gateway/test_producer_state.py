@@ -5,10 +5,10 @@ import time
 
 import pytest
 
-from gateway.producer_state import CACHED_BATCHES, MAX_SEQUENCE, ProducerStateManager
-from gateway.transactions.partition_txns import AbortedTxn
-from protocol.errors import ErrorCode
-from protocol.record_batch import (
+from commitgate.gateway.producer_state import CACHED_BATCHES, MAX_SEQUENCE, ProducerStateManager
+from commitgate.gateway.transactions.partition_txns import AbortedTxn
+from commitgate.protocol.errors import ErrorCode
+from commitgate.protocol.record_batch import (
     CONTROL_ABORT,
     CONTROL_COMMIT,
     build_batch,

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from gateway.launcher import free_port
-from gateway.settings import load
+from commitgate.gateway.launcher import free_port
+from commitgate.gateway.settings import load
 
 
 @pytest.mark.parametrize("listener", ["SSL://127.0.0.1:9093", "SASL_SSL://127.0.0.1:9093",
@@ -39,7 +39,7 @@ def test_connection_settings_parse():
 
 def test_serve_refuses_an_ssl_listener_and_does_not_listen(tmp_path):
     port = free_port()
-    run = subprocess.run([sys.executable, "-m", "cli", "serve", "--override",
+    run = subprocess.run([sys.executable, "-m", "commitgate", "serve", "--override",
                           f"log.dirs={tmp_path / 'data'}", "--override",
                           f"listeners=SSL://127.0.0.1:{port}"],
                          capture_output=True, text=True, timeout=120, check=False)

@@ -5,10 +5,10 @@ import random
 import threading
 import time
 
-from compat_tests.wire import WireClient
-from protocol import messages
-from protocol.errors import ErrorCode
-from protocol.record_batch import build_batch, decode_records
+from commitgate.compat_tests.wire import WireClient
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
+from commitgate.protocol.record_batch import build_batch, decode_records
 
 PRODUCE, FETCH, CREATE_TOPICS = 0, 1, 19
 KILLS = 5

@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from compat_tests.wire import WireClient
-from gateway.launcher import BrokerProcess
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.compat_tests.wire import WireClient
+from commitgate.gateway.launcher import BrokerProcess
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 from tests.gateway.test_admin_wire import SET, TOPIC, _describe, _incremental
 from tests.gateway.test_internal_topics import (
     CREATE_TOPICS,

@@ -12,10 +12,10 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from compat_tests.wire import WireClient
-from gateway.launcher import BrokerProcess
-from protocol import messages
-from protocol.errors import ErrorCode
+from commitgate.compat_tests.wire import WireClient
+from commitgate.gateway.launcher import BrokerProcess
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 from tests.gateway.idempotent_wire import (
     INIT_PRODUCER_ID,
     InitPid,

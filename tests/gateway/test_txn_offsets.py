@@ -17,16 +17,16 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from compat_tests.wire import WireClient
-from engine import MessageStore, StoreConfig
-from gateway.config import BrokerConfig
-from gateway.groups.coordinator import GroupCoordinator
-from gateway.groups.offsets import Commit, CommitRequest
-from gateway.groups.offsets_topic import OFFSETS_TOPIC, java_hash
-from gateway.launcher import BrokerProcess
-from protocol import messages
-from protocol.errors import ErrorCode
-from protocol.record_batch import KafkaBodyFormat
+from commitgate.compat_tests.wire import WireClient
+from commitgate.engine import MessageStore, StoreConfig
+from commitgate.gateway.config import BrokerConfig
+from commitgate.gateway.groups.coordinator import GroupCoordinator
+from commitgate.gateway.groups.offsets import Commit, CommitRequest
+from commitgate.gateway.groups.offsets_topic import OFFSETS_TOPIC, java_hash
+from commitgate.gateway.launcher import BrokerProcess
+from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
+from commitgate.protocol.record_batch import KafkaBodyFormat
 
 GROUP, TOPIC = "txn-group", "orders"
 PID, EPOCH = 4000, 0

@@ -30,9 +30,9 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from compat_tests.clients import _jars, need, run_tool
-from compat_tests.contract import DriverProcess, bytes_of
-from gateway.launcher import BrokerProcess
+from commitgate.compat_tests.clients import _jars, need, run_tool
+from commitgate.compat_tests.contract import DriverProcess, bytes_of
+from commitgate.gateway.launcher import BrokerProcess
 
 PARTITIONS = 3
 PER_PARTITION = 25

@@ -6,7 +6,7 @@ import os
 import pytest
 from pyspark.sql import SparkSession
 
-from pipeline.source import register
+from commitgate.pipeline import register
 from tests.gateway.conftest import broker  # noqa: F401 - the module-scoped broker fixture
 
 

@@ -9,7 +9,7 @@ import os
 
 from pyspark.sql import SparkSession
 
-from pipeline.source import register
+from commitgate.pipeline import register
 
 
 def main() -> None:

@@ -19,7 +19,7 @@ from kafka import KafkaProducer
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
-from pipeline.source import register
+from commitgate.pipeline import register
 from tests.pipeline.test_source import create_topic
 
 SPARK_HOME = Path(pyspark.__file__).parent

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from pipeline.clicks import PAGES, ClickEvent, ClickGenerator, click_events
-from pipeline.demo import create_topics, result_consumer
-from pipeline.result_board import Progress, ResultBoard
-from pipeline.window_counts import WindowCount, start_counts_query, stop_between_batches
+from commitgate.pipeline.clicks import PAGES, ClickEvent, ClickGenerator, click_events
+from commitgate.pipeline.demo import create_topics, result_consumer
+from commitgate.pipeline.result_board import Progress, ResultBoard
+from commitgate.pipeline.window_counts import WindowCount, start_counts_query, stop_between_batches
 
 BASE_MS = 1_700_000_000_000  # a whole second: 1-second windows start on it
 WINDOW_MS = 1000
@@ -224,7 +224,7 @@ def _gone(pid: int) -> bool:
 @pytest.mark.timeout(900)
 def test_demo_command_runs_and_cleans_up():
     process = subprocess.Popen(
-        [sys.executable, "-m", "pipeline.demo", "--duration", "20", "--no-live", "--rate",
+        [sys.executable, "-m", "commitgate.pipeline.demo", "--duration", "20", "--no-live", "--rate",
          "200"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True)  # its own group: a timeout kills the broker and Spark too
     try:

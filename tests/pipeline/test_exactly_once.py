@@ -15,9 +15,9 @@ import pyarrow as pa
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
-from pipeline.exactly_once import ATTEMPT_HEADER, MARKER_TOPIC_PREFIX, TaskIdentity
-from pipeline.kafka_write import write_exactly_once
-from pipeline.options import parse_write
+from commitgate.pipeline.exactly_once import ATTEMPT_HEADER, MARKER_TOPIC_PREFIX, TaskIdentity
+from commitgate.pipeline.kafka_write import write_exactly_once
+from commitgate.pipeline.options import parse_write
 from tests.pipeline.test_source import create_topic, produce
 from tests.waiting import wait_until
 

@@ -6,8 +6,8 @@ import itertools
 import pytest
 from kafka import TopicPartition
 
-from pipeline.clients import open_reader
-from pipeline.kafka_read import (
+from commitgate.pipeline.clients import open_reader
+from commitgate.pipeline.kafka_read import (
     READER_DEFAULTS,
     OffsetRange,
     PartitionState,
@@ -16,7 +16,7 @@ from pipeline.kafka_read import (
     rate_limit,
     split_ranges,
 )
-from pipeline.options import OptionError, batch_bounds, parse_read, parse_write, stream_start
+from commitgate.pipeline.options import OptionError, batch_bounds, parse_read, parse_write, stream_start
 
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:9"}
 

@@ -6,8 +6,8 @@ import pyarrow as pa
 import pytest
 from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 
-from pipeline.kafka_read import DataLossError, OffsetRange, read_range
-from pipeline.options import parse_read
+from commitgate.pipeline.kafka_read import DataLossError, OffsetRange, read_range
+from commitgate.pipeline.options import parse_read
 from tests.pipeline.test_source import create_topic, wait_log_start
 
 TOPIC = "reader-trimmed"
@@ -71,7 +71,7 @@ def test_an_open_transaction_is_read_as_the_isolation_level_says(broker):
     transaction's records; kafka.isolation.level=read_committed plans and reads to the LSO."""
     from confluent_kafka import Producer
 
-    from pipeline.kafka_read import plan_ranges
+    from commitgate.pipeline.kafka_read import plan_ranges
 
     create_topic(broker.bootstrap, "reader-txn", 1)
     plain = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")

@@ -11,7 +11,7 @@ import lz4.frame
 import zstandard
 from aiokafka.codec import snappy_encode
 
-from protocol.record_batch import CODECS, HEADER, HEADER_SIZE, LOG_OVERHEAD
+from commitgate.protocol.record_batch import CODECS, HEADER, HEADER_SIZE, LOG_OVERHEAD
 
 HEADER_CRC = struct.Struct(">I")
 

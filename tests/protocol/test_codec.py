@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.protocol.api_message import ApiMessage
 
-from protocol import messages, schema
-from protocol.codec import DecodeError, versions_of
-from protocol.schema import FieldSpec
+from commitgate.protocol import messages, schema
+from commitgate.protocol.codec import DecodeError, versions_of
+from commitgate.protocol.schema import FieldSpec
 
 INT_RANGES = {"int8": 7, "int16": 15, "uint16": None, "int32": 31, "int64": 63}
 
@@ -133,7 +133,7 @@ def test_records_stay_memoryviews_of_the_request():
 
 
 def test_fetch_records_are_encoded_as_separate_buffers():
-    from protocol.codec import Chunks
+    from commitgate.protocol.codec import Chunks
 
     codec = messages.get("FetchResponse")
     r = codec.cls

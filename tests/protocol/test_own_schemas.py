@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 import uuid
 
-from protocol import messages
+from commitgate.protocol import messages
 
 TOPIC = uuid.UUID("0123456789abcdef0123456789abcdef")
 NO_TAGS = b"\x00"

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch as KafkaPythonBatch
 
-from protocol.record_batch import (
+from commitgate.protocol.record_batch import (
     HEADER_SIZE,
     KafkaBodyFormat,
     RecordSetStatus,
@@ -100,7 +100,7 @@ def test_key_scanner_agrees_with_the_record_decoder(specs, compression):
 
 
 def test_key_scanner_refuses_malformed_records_without_crashing():
-    from protocol._record_keys import record_keys
+    from commitgate.protocol._record_keys import record_keys
 
     records = bytes(build_batch([(b"key", b"value", [], 1)] * 3))[HEADER_SIZE:]
     assert record_keys(records, 3) == [b"key"] * 3
@@ -116,7 +116,7 @@ def test_key_scanner_refuses_malformed_records_without_crashing():
 
 
 def test_batch_scanner_reads_the_header_itself_and_leaves_compressed_batches_to_the_caller():
-    from protocol._record_keys import batch_keys
+    from commitgate.protocol._record_keys import batch_keys
 
     specs = [(b"a", b"1", [], 1), (None, b"2", [], 2), (b"c" * 300, b"3", [], 3)]
     plain = build_batch(specs)

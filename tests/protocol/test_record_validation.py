@@ -11,9 +11,9 @@ import pytest
 import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from protocol._record_keys import RecordWalk
+from commitgate.protocol._record_keys import RecordWalk
 
-from protocol.record_batch import (
+from commitgate.protocol.record_batch import (
     CODECS,
     HEADER_SIZE,
     MAX_DECOMPRESSION_RATIO,
@@ -225,7 +225,7 @@ def test_a_large_record_is_validated_in_bounded_memory():
 
 
 def test_without_the_c_walker_the_record_reader_checks_framing_and_count(monkeypatch):
-    from protocol import record_batch
+    from commitgate.protocol import record_batch
 
     monkeypatch.setattr(record_batch, "RecordWalk", None)
     good = [record(i, timestamp_delta=i) for i in range(3)]

@@ -1,6 +1,6 @@
 """aiokafka behind the JSON-lines contract (compat_tests/contract.py). Each request runs on one
 event loop, so consumers' background tasks (heartbeats, rebalances) go on between polls.
-usage: python -m compat_tests.drivers.aiokafka.driver BOOTSTRAP"""
+usage: python -m commitgate.compat_tests.drivers.aiokafka.driver BOOTSTRAP"""
 from __future__ import annotations
 
 import asyncio
@@ -14,8 +14,8 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.admin.records_to_delete import RecordsToDelete
 from aiokafka.structs import OffsetAndMetadata
 
-from compat_tests.contract import bytes_of, hex_of
-from compat_tests.drivers.serve import serve
+from commitgate.compat_tests.contract import bytes_of, hex_of
+from commitgate.compat_tests.drivers.serve import serve
 
 
 class Driver:

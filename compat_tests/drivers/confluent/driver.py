@@ -2,7 +2,7 @@
 librdkafka's consumer wants a group.id even for assigned partitions; an assign-only consumer
 gets one it never joins. Assigned consumers start at offsets resolved here (watermarks, offsets
 for times, committed offsets), so the position is known before the first fetch.
-usage: python -m compat_tests.drivers.confluent.driver BOOTSTRAP"""
+usage: python -m commitgate.compat_tests.drivers.confluent.driver BOOTSTRAP"""
 from __future__ import annotations
 
 import functools
@@ -20,8 +20,8 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
-from compat_tests.contract import bytes_of, hex_of
-from compat_tests.drivers.serve import serve
+from commitgate.compat_tests.contract import bytes_of, hex_of
+from commitgate.compat_tests.drivers.serve import serve
 
 TIMEOUT_S = 30.0
 ASSIGN_ONLY_GROUP = "compat-assign-only"

@@ -1,5 +1,5 @@
 """kafka-python behind the JSON-lines contract (compat_tests/contract.py).
-usage: python -m compat_tests.drivers.kafka_python.driver BOOTSTRAP"""
+usage: python -m commitgate.compat_tests.drivers.kafka_python.driver BOOTSTRAP"""
 from __future__ import annotations
 
 import sys
@@ -9,8 +9,8 @@ import kafka
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions, NewTopic
 
-from compat_tests.contract import bytes_of, hex_of
-from compat_tests.drivers.serve import serve
+from commitgate.compat_tests.contract import bytes_of, hex_of
+from commitgate.compat_tests.drivers.serve import serve
 
 SEND_TIMEOUT_S = 30
 

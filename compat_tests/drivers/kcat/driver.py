@@ -2,7 +2,7 @@
 operation runs kcat. kcat has no admin API, no group commits and no record timestamps; the
 matrix marks those cells not-applicable. It reports no delivery offsets either, so a produce
 reads the partitions back from their old ends and matches the records it sent, in order.
-usage: python -m compat_tests.drivers.kcat.driver BOOTSTRAP"""
+usage: python -m commitgate.compat_tests.drivers.kcat.driver BOOTSTRAP"""
 from __future__ import annotations
 
 import json
@@ -10,8 +10,8 @@ import subprocess
 import sys
 from itertools import groupby
 
-from compat_tests.contract import bytes_of, hex_of
-from compat_tests.drivers.serve import serve
+from commitgate.compat_tests.contract import bytes_of, hex_of
+from commitgate.compat_tests.drivers.serve import serve
 
 TIMEOUT_S = 60.0
 MESSAGE_END = b"\x1e\x1f<end>\x1f\x1e"  # -D: between messages

@@ -1,0 +1,39 @@
+"""The wheel built from the checkout installs one top-level import name, ``commitgate``, with the
+repository's top-level folders as its subpackages and the C helpers under them."""
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _checkout_copy(target: Path) -> Path:
+    """The files git knows (committed or not), so the build sees no local build products."""
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+                            cwd=REPO, capture_output=True, text=True, check=True).stdout
+    for name in listed.splitlines():
+        source = REPO / name
+        if source.is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name)
+    return target
+
+
+def test_wheel_has_one_top_level_import_name(tmp_path: Path) -> None:
+    source = _checkout_copy(tmp_path / "src")
+    out = tmp_path / "wheel"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out),
+                    str(source)], check=True, timeout=600)
+    (wheel,) = out.glob("commitgate-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")
+            } == {"commitgate"}
+    for package in ("engine", "protocol", "gateway", "gateway/handlers", "pipeline", "bench",
+                    "cli", "compat_tests"):
+        assert f"commitgate/{package}/__init__.py" in names
+    assert "commitgate/__main__.py" in names
+    assert "commitgate/protocol/schemas/ConsumerGroupDescribeRequest.json" in names
+    top_level = next(n for n in names if n.endswith(".dist-info/top_level.txt"))
+    assert zipfile.ZipFile(wheel).read(top_level).decode().split() == ["commitgate"]
