@@ -11,7 +11,8 @@ where the helpers are built).
 from setuptools import Extension, find_packages, setup
 
 ROOT = "commitgate"
-SUBPACKAGES = ("engine", "protocol", "gateway", "pipeline", "bench", "cli", "compat_tests")
+SUBPACKAGES = ("engine", "protocol", "gateway", "launcher", "pipeline", "bench", "cli",
+               "compat_tests")
 INCLUDE = ["."]  # the C headers shared by the helpers
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
 
-from commitgate.gateway.launcher import BrokerProcess
+from commitgate.launcher import BrokerProcess
 
 MB = 1e6
 GB = 1e9

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from commitgate.gateway.launcher import BrokerProcess, free_port
+from commitgate.launcher import BrokerProcess, free_port
 
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 30.0

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
 
-from commitgate.gateway.launcher import BrokerProcess
+from commitgate.launcher import BrokerProcess
 
 TOPIC = "udp-bench"
 SETTLE_S = 30.0  # how long the broker may take to append what it was sent

@@ -45,7 +45,7 @@ from rich.console import Console
 from rich.table import Table
 
 from commitgate.engine import MessageStore, StoreConfig, StoreStatus
-from commitgate.gateway.launcher import BrokerProcess
+from commitgate.launcher import BrokerProcess
 from commitgate.protocol import record_batch
 from commitgate.protocol.record_batch import (
     BASE_OFFSET,

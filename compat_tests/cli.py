@@ -19,7 +19,7 @@ from commitgate.compat_tests.report import (
     rich_table,
     write_all,
 )
-from commitgate.gateway.launcher import BrokerProcess
+from commitgate.launcher import BrokerProcess
 
 
 @contextmanager

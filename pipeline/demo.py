@@ -29,7 +29,7 @@ from pyspark.sql.streaming import StreamingQuery
 from rich.console import Console
 from rich.live import Live
 
-from commitgate.gateway.launcher import BrokerProcess
+from commitgate.launcher import BrokerProcess
 from commitgate.pipeline.clicks import ClickGenerator
 from commitgate.pipeline.result_board import Progress, ResultBoard, result_line
 from commitgate.pipeline.window_counts import (

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from commitgate.gateway.launcher import BrokerProcess
+from commitgate.launcher import BrokerProcess
 
 # suites of minutes each: Spark sessions and clusters, the whole compatibility matrix
 SLOW_DIRECTORIES = ("pipeline", "compat")

@@ -14,7 +14,7 @@ import pytest
 
 from commitgate.compat_tests.clients import client_names
 from commitgate.compat_tests.matrix import Matrix, run_matrix
-from commitgate.gateway.launcher import BrokerProcess
+from commitgate.launcher import BrokerProcess
 
 ALLOW_MISSING = "COMMITGATE_ALLOW_MISSING_CLIENTS"
 APT_TIMEOUT_S = 600

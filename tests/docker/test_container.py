@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
 
-from commitgate.gateway.launcher import free_port
+from commitgate.launcher import free_port
 from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]

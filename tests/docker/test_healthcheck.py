@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from commitgate.gateway.launcher import BrokerProcess, free_port
+from commitgate.launcher import BrokerProcess, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "docker" / "healthcheck.py"

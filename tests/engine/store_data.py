@@ -16,7 +16,7 @@ from kafka import KafkaProducer
 from commitgate.engine.commit_log import PREFIX_SIZE
 from commitgate.engine.paths import StorePaths, offset_file_name
 from commitgate.engine.queue_core import CQ_UNIT, UNIT_SIZE
-from commitgate.gateway.launcher import BrokerProcess
+from commitgate.launcher import BrokerProcess
 
 TOPIC = "orders"
 PARTITIONS = 3

@@ -14,7 +14,7 @@ from commitgate.engine.queue_core import CQ_UNIT
 from commitgate.engine.store_files import NotAStore
 from commitgate.engine.store_inspect import ERROR, WARNING, StoreReport, inspect_store
 from commitgate.engine.store_verify import verify_store
-from commitgate.gateway.launcher import BrokerProcess
+from commitgate.launcher import BrokerProcess
 from commitgate.protocol.record_batch import KafkaBodyFormat
 from tests.engine.store_data import (
     BROKER_OVERRIDES,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from commitgate.gateway.launcher import BrokerProcess
+from commitgate.launcher import BrokerProcess
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from commitgate.engine import MessageStore, StoreStatus
 from commitgate.gateway import settings
 from commitgate.gateway.admin import query, topics
 from commitgate.gateway.broker import Broker
-from commitgate.gateway.launcher import BrokerProcess
+from commitgate.launcher import BrokerProcess
 from commitgate.protocol.record_batch import KafkaBodyFormat, build_batch
 
 

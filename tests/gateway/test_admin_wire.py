@@ -7,7 +7,7 @@ import pytest
 
 from commitgate.compat_tests.wire import WireClient
 from commitgate.gateway.handlers import all_handlers
-from commitgate.gateway.launcher import BrokerProcess
+from commitgate.launcher import BrokerProcess
 from commitgate.gateway.topic_configs import TOPIC_CONFIGS
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode

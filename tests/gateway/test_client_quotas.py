@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from commitgate.compat_tests import wire
 from commitgate.compat_tests.clients import _jars, need, run_tool
 from commitgate.compat_tests.wire import WireClient
-from commitgate.gateway.launcher import BrokerProcess
+from commitgate.launcher import BrokerProcess
 from commitgate.gateway.quotas.manager import QuotaManager
 from commitgate.gateway.quotas.rate import QuotaRate
 from commitgate.gateway.quotas.store import Alteration, ClientQuotaStore, entity_of

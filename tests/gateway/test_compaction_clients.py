@@ -17,7 +17,7 @@ from confluent_kafka.admin import (
 )
 from kafka import KafkaConsumer, TopicPartition
 
-from commitgate.gateway.launcher import BrokerProcess
+from commitgate.launcher import BrokerProcess
 
 TOPIC = "table"
 RECORDS, KEYS, TOMBSTONES = 20_000, 500, 50

@@ -26,7 +26,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from commitgate.compat_tests.clients import CLIENTS
 from commitgate.compat_tests.contract import DriverProcess
 from commitgate.engine.paths import parse_offset_file_name
-from commitgate.gateway.launcher import BrokerProcess
+from commitgate.launcher import BrokerProcess
 
 TOPIC = "scale-table"
 RECORDS, KEYS, TOMBSTONES = 1_000_000, 10_000, 1_000

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from commitgate.compat_tests.wire import WireClient
-from commitgate.gateway.launcher import BrokerProcess
+from commitgate.launcher import BrokerProcess
 from commitgate.gateway.peer_log import BURST
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode

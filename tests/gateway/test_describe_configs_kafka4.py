@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 
 from commitgate.compat_tests.wire import WireClient
-from commitgate.gateway.launcher import BrokerProcess
+from commitgate.launcher import BrokerProcess
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 

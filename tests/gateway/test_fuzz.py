@@ -16,7 +16,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from commitgate.compat_tests.fuzz import CaseGenerator, FuzzOptions, api_keys, run_fuzz
 from commitgate.compat_tests.wire import WireClient
 from commitgate.gateway.handlers import all_handlers
-from commitgate.gateway.launcher import BrokerProcess
+from commitgate.launcher import BrokerProcess
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 

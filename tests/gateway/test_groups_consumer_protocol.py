@@ -17,7 +17,7 @@ from kafka import KafkaProducer
 
 from commitgate.compat_tests.clients import DRIVERS, _jars, need, run_tool
 from commitgate.compat_tests.wire import WireClient
-from commitgate.gateway.launcher import BrokerProcess
+from commitgate.launcher import BrokerProcess
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 

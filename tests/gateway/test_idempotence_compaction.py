@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as ConfluentPartition
 
 from commitgate.compat_tests.wire import WireClient
-from commitgate.gateway.launcher import BrokerProcess
+from commitgate.launcher import BrokerProcess
 from commitgate.protocol.errors import ErrorCode
 from commitgate.protocol.record_batch import build_batch, decode_records, iter_batch_headers
 from tests.gateway.idempotent_wire import (

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from commitgate.compat_tests.wire import WireClient
-from commitgate.gateway.launcher import BrokerProcess
+from commitgate.launcher import BrokerProcess
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 from commitgate.protocol.record_batch import build_batch

@@ -36,7 +36,7 @@ from kafka import TopicPartition as KafkaTopicPartition
 from kafka.errors import KafkaStorageError
 from kafka.structs import OffsetAndMetadata
 
-from commitgate.gateway.launcher import BrokerProcess
+from commitgate.launcher import BrokerProcess
 
 SEGMENT = 256 * 1024  # commitlog.segment.bytes of these brokers
 GARBAGE_FACTOR = 2  # log.cleaner.relocate.garbage.factor, the default, also set explicitly

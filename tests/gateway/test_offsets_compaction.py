@@ -22,7 +22,7 @@ import pytest
 
 from commitgate.compat_tests.wire import WireClient
 from commitgate.gateway.groups.offsets_topic import java_hash
-from commitgate.gateway.launcher import BrokerProcess
+from commitgate.launcher import BrokerProcess
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 from commitgate.protocol.record_batch import decode_records, iter_batch_headers

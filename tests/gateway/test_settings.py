@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from commitgate.gateway.launcher import free_port
+from commitgate.launcher import free_port
 from commitgate.gateway.settings import load
 
 

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from commitgate.compat_tests.wire import WireClient
-from commitgate.gateway.launcher import BrokerProcess
+from commitgate.launcher import BrokerProcess
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 from tests.gateway.test_admin_wire import SET, TOPIC, _describe, _incremental

@@ -23,7 +23,7 @@ from commitgate.gateway.config import BrokerConfig
 from commitgate.gateway.groups.coordinator import GroupCoordinator
 from commitgate.gateway.groups.offsets import Commit, CommitRequest
 from commitgate.gateway.groups.offsets_topic import OFFSETS_TOPIC, java_hash
-from commitgate.gateway.launcher import BrokerProcess
+from commitgate.launcher import BrokerProcess
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 from commitgate.protocol.record_batch import KafkaBodyFormat

@@ -32,7 +32,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from commitgate.compat_tests.clients import _jars, need, run_tool
 from commitgate.compat_tests.contract import DriverProcess, bytes_of
-from commitgate.gateway.launcher import BrokerProcess
+from commitgate.launcher import BrokerProcess
 
 PARTITIONS = 3
 PER_PARTITION = 25

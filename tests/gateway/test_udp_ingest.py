@@ -11,7 +11,7 @@ from confluent_kafka import Consumer, TopicPartition
 from kafka.partitioner.default import murmur2
 
 from commitgate.bench.udp import free_udp_port, send_paced, udp_counts, wait_appended
-from commitgate.gateway.launcher import BrokerProcess
+from commitgate.launcher import BrokerProcess
 
 RATE = 10_000  # datagrams/s: loopback with an 8 MiB receive buffer does not drop at this rate
 WINDOW = 2_000  # the sender stays within this many datagrams of what the broker read

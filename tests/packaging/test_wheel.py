@@ -30,8 +30,8 @@ def test_wheel_has_one_top_level_import_name(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")
             } == {"commitgate"}
-    for package in ("engine", "protocol", "gateway", "gateway/handlers", "pipeline", "bench",
-                    "cli", "compat_tests"):
+    for package in ("engine", "protocol", "gateway", "gateway/handlers", "launcher", "pipeline",
+                    "bench", "cli", "compat_tests"):
         assert f"commitgate/{package}/__init__.py" in names
     assert "commitgate/__main__.py" in names
     assert "commitgate/protocol/schemas/ConsumerGroupDescribeRequest.json" in names
