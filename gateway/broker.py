@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from commitgate.engine import MessageStore, StoreStatus
 from commitgate.engine.status import AppendResult
 from commitgate.engine.topic_table import TopicRecord
-from commitgate.gateway.admin.metrics import RequestMetrics
 from commitgate.gateway.broker_configs import BrokerConfigs
 from commitgate.gateway.cluster_meta import cluster_id
 from commitgate.gateway.config import BrokerConfig, Endpoint
@@ -26,6 +25,7 @@ from commitgate.gateway.producer_snapshot_service import ProducerSnapshotService
 from commitgate.gateway.producer_state import ProducerStateManager
 from commitgate.gateway.quotas.manager import QuotaManager
 from commitgate.gateway.quotas.store import ClientQuotaStore
+from commitgate.gateway.request_metrics import RequestMetrics
 from commitgate.gateway.transactions.coordinator import TransactionCoordinator
 from commitgate.gateway.transactions.markers import MarkerWriter
 from commitgate.gateway.udp.stats import UdpStats
