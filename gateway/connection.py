@@ -13,13 +13,15 @@ import collections
 import logging
 import struct
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from commitgate.gateway.broker import Broker
 from commitgate.gateway.frame_reader import SIZE, FrameError, FrameReader
 from commitgate.gateway.handlers import Handler, all_handlers
+from commitgate.gateway.peer_log import PeerLog
 from commitgate.gateway.quotas.manager import enforced
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.request_memory import RequestMemory
 from commitgate.protocol import messages
 from commitgate.protocol.codec import Chunks, DecodeError
 from commitgate.protocol.errors import ErrorCode
@@ -31,9 +33,6 @@ from commitgate.protocol.header import (
     response_header,
 )
 
-if TYPE_CHECKING:
-    from commitgate.gateway.listener import Listener
-
 log = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT = 64  # requests queued on one connection before reading pauses
@@ -44,16 +43,28 @@ SHORT_PAIR = struct.Struct(">hh")  # api key and version, the start of every req
 InFlight = tuple[RequestHeader, Handler, asyncio.Future, memoryview, float]
 
 
+class ConnectionOwner(Protocol):
+    """What a connection uses of the listener that accepted it (``gateway/listener.py``,
+    which makes connections and so sits above this module)."""
+
+    memory: RequestMemory  # queued.max.request.bytes, shared by all connections
+    peer_log: PeerLog  # what clients sent wrong, rate-limited per address
+
+    def opened(self, connection: KafkaConnection) -> None: ...
+
+    def closed(self, connection: KafkaConnection) -> None: ...
+
+
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, broker: Broker, listener: Listener) -> None:
+    def __init__(self, broker: Broker, owner: ConnectionOwner) -> None:
         self.broker = broker
         self.handlers = all_handlers()  # one shared dict
-        self.listener = listener
+        self.owner = owner
         self.transport: asyncio.Transport | None = None
         self.host = "?"
         self.peer = "?"
         self.last_active = time.monotonic()  # last bytes received or response written
-        self._reader = FrameReader(broker.config.socket_request_max_bytes, listener.memory)
+        self._reader = FrameReader(broker.config.socket_request_max_bytes, owner.memory)
         self._queue: collections.deque[InFlight] = collections.deque()
         self._reading_paused = False
         self._writing_paused = False
@@ -65,13 +76,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.transport = transport
         self.host, port = transport.get_extra_info("peername")[:2]
         self.peer = f"{self.host}:{port}"
-        self.listener.opened(self)
+        self.owner.opened(self)
         log.debug("connection from %s", self.peer)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.listener.closed(self)
+        self.owner.closed(self)
         if self._reader.waiting:
-            self.listener.memory.cancel(self._memory_granted)
+            self.owner.memory.cancel(self._memory_granted)
         self._reader.close()
         for _, _, task, frame, _ in self._queue:
             task.cancel()  # the frame is given back once the handler has really stopped
@@ -110,8 +121,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _oversized(self, exc: FrameError) -> None:
         self.broker.network.oversized_frames += 1
-        self.listener.peer_log.warning(self.host, "%s sent %s (socket.request.max.bytes); "
-                                       "closing", self.peer, exc)
+        self.owner.peer_log.warning(self.host, "%s sent %s (socket.request.max.bytes); "
+                                    "closing", self.peer, exc)
         self.close()
 
     def _on_frames(self, frames: list[memoryview]) -> None:
@@ -122,7 +133,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.close()
                 return
         if self._reader.waiting:
-            self.listener.memory.wait(self._memory_granted)
+            self.owner.memory.wait(self._memory_granted)
         self._update_reading()
 
     def _memory_granted(self) -> None:
@@ -149,7 +160,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             handler = self.handlers.get(api_key)
             if handler is None:
                 self.broker.network.unsupported_requests += 1
-                self.listener.peer_log.warning(
+                self.owner.peer_log.warning(
                     self.host, "%s sent %s (key %d), which CommitGate does not serve; closing",
                     self.peer, messages.api_name(api_key), api_key)
                 return False
@@ -182,15 +193,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if len(view) >= 4:
             api_key, version = SHORT_PAIR.unpack_from(view)
             what = f"a malformed {messages.api_name(api_key)} v{version} ({len(view)} bytes)"
-        self.listener.peer_log.warning(self.host, "%s sent %s; closing", self.peer, what)
+        self.owner.peer_log.warning(self.host, "%s sent %s; closing", self.peer, what)
         log.debug("undecodable request from %s: %s", self.peer, exc)
 
     def _unsupported(self, handler: Handler, version: int, correlation_id: int,
                      view: memoryview) -> bool:
         self.broker.network.unsupported_requests += 1
-        self.listener.peer_log.warning(self.host, "%s sent %s v%d; CommitGate serves v%d-v%d",
-                                       self.peer, handler.name, version, handler.min_version,
-                                       handler.max_version)
+        self.owner.peer_log.warning(self.host, "%s sent %s v%d; CommitGate serves v%d-v%d",
+                                    self.peer, handler.name, version, handler.min_version,
+                                    handler.max_version)
         if handler.api_key != API_VERSIONS_KEY:
             return False  # as Kafka: an unsupported version of any other API closes the socket
         from commitgate.gateway.handlers.api_versions import error_response
@@ -228,8 +239,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return True
         except DecodeError as exc:  # a check Kafka makes when it parses the request: it closes
             self.broker.network.malformed_requests += 1
-            self.listener.peer_log.warning(self.host, "%s sent %s v%d: %s; closing", self.peer,
-                                           handler.name, header.api_version, exc)
+            self.owner.peer_log.warning(self.host, "%s sent %s v%d: %s; closing", self.peer,
+                                        handler.name, header.api_version, exc)
             return False
         except Exception as exc:  # a bug, logged with its traceback; the connection closes
             log.error("%s v%d from %s (client %r) failed; closing the connection",
