@@ -218,12 +218,12 @@ def serve(header_only: bool, overrides: list[str]) -> None:
     """A broker process (``python -m commitgate.bench.validation serve``), its produce handler's
     validation swapped for the old one when ``header_only``."""
     from commitgate.gateway import settings
-    from commitgate.gateway.handlers import produce
+    from commitgate.gateway import produce_path
     from commitgate.gateway.server import configure_logging, run_loop, run_until_signal
 
     configure_logging("warning")
     if header_only:
-        produce.validate_record_set = headers_only_check
+        produce_path.validate_record_set = headers_only_check
     run_loop(run_until_signal(settings.load(None, overrides)))
 
 

@@ -1,1 +1,2 @@
-"""UDP ingest: datagrams appended to topics as records, through Produce's append path."""
+"""UDP ingest: datagrams appended to topics as records, through the produce path
+(``gateway/produce_path.py``)."""

@@ -1,5 +1,6 @@
 """The UDP listener (``udp.listeners``): datagrams read with asyncio-dgram on the broker's loop,
-one record each, batched per partition and appended through Produce's ``append_partition``.
+one record each, batched per partition and appended through the produce path's
+``append_partition`` (``gateway/produce_path.py``), as a Produce request's batches are.
 
 A partition's records wait in a list until its batch reaches ``udp.batch.bytes`` (bounded by
 the topic's max.message.bytes) or ``udp.linger.ms`` has passed; then they become one
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 import asyncio_dgram
 
 from commitgate.gateway.broker import Broker
-from commitgate.gateway.handlers.produce import append_partition
+from commitgate.gateway.produce_path import append_partition
 from commitgate.gateway.request_context import RequestContext
 from commitgate.gateway.udp.framing import FORMATS, Malformed, key_partition
 from commitgate.gateway.udp.stats import MALFORMED, OVERSIZE, REFUSED, UNKNOWN_TOPIC
