@@ -1,7 +1,8 @@
 """One module per Kafka API. Each module declares ``API_KEY``, ``VERSIONS`` (the versions it
 serves) and ``async def handle(ctx, request)``, which returns the response object (or None when
 the client expects no response, as Produce with acks=0). Modules are found by scanning this
-package, so adding an API is adding a file.
+package, so adding an API is adding a file; two modules declaring one ``API_KEY`` fail the scan
+(the broker's start), so one never silently replaces the other.
 """
 from __future__ import annotations
 
@@ -35,6 +36,9 @@ def all_handlers() -> dict[int, Handler]:
         module = importlib.import_module(f"{__name__}.{info.name}")
         if not hasattr(module, "API_KEY"):
             continue
+        if module.API_KEY in found:
+            raise RuntimeError(f"{info.name}: API key {module.API_KEY} is already served by "
+                               f"{found[module.API_KEY].handle.__module__}")
         low, high = module.VERSIONS
         spec = messages.request(module.API_KEY).spec
         if low < spec.valid.low or high > spec.valid.high:
