@@ -139,7 +139,8 @@ SETTINGS: dict[str, Setting] = {
     "node.id": Setting("node_id", int, "this broker's id (default 1)"),
     "broker.id": Setting("node_id", int, "same as node.id"),
     "num.partitions": Setting("num_partitions", int,
-                              "partitions of auto-created topics (default 1)"),
+                              "partitions of auto-created topics and of CreateTopics asking "
+                              "for -1 (default 1)"),
     "default.replication.factor": Setting("default_replication_factor", _replication_factor,
                                           "accepted for compatibility; must be 1"),
     "min.insync.replicas": Setting(
@@ -147,9 +148,11 @@ SETTINGS: dict[str, Setting] = {
         "default min.insync.replicas of topics (1); accepted for compatibility, one replica is "
         "always in sync"),
     "auto.create.topics.enable": Setting("auto_create_topics", _bool,
-                                         "create unknown topics on metadata/produce (true)"),
+                                         "create unknown topics that a Metadata request or a "
+                                         "UDP datagram names; Produce never creates (true)"),
     "message.max.bytes": Setting("message_max_bytes", int,
-                                 "largest record batch a topic accepts (default 1048588)"),
+                                 "largest record batch of topics without their own "
+                                 "max.message.bytes (default 1048588)"),
     "socket.request.max.bytes": Setting("socket_request_max_bytes", int,
                                         "largest request frame (default 104857600)"),
     "queued.max.request.bytes": Setting(
@@ -164,7 +167,9 @@ SETTINGS: dict[str, Setting] = {
         "max_connections_per_ip_overrides", _per_ip_overrides,
         "per-address limits as host:count,host:count"),
     "connections.max.idle.ms": Setting("connections_max_idle_ms", int,
-                                       "close a connection idle this long (600000)"),
+                                       "close a connection with no request running that "
+                                       "received and sent nothing this long; negative: never "
+                                       "(600000)"),
     "quota.window.num": Setting("quota_window_num", _positive,
                                 "client quotas: windows a rate is measured over (11)"),
     "quota.window.size.seconds": Setting("quota_window_size_seconds", _positive,
