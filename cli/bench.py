@@ -151,7 +151,7 @@ def _passthrough(name: str, module: str, summary: str) -> None:
     def run(ctx: typer.Context) -> None:
         import importlib
 
-        importlib.import_module(f"bench.{module}").main(ctx.args)
+        importlib.import_module(f"commitgate.bench.{module}").main(ctx.args)
 
 
 _passthrough("udp", "udp", "UDP ingest: datagrams/s accepted with no loss, CPU per datagram, "

@@ -313,8 +313,8 @@ def test_a_second_process_cannot_open_the_same_directory(tmp_path, run):
 
     async def body():
         async with open_store(tmp_path):
-            code = ("import asyncio, sys; from engine import MessageStore, StoreConfig, StoreLocked;"
-                    "from protocol.record_batch import KafkaBodyFormat;"
+            code = ("import asyncio, sys; from commitgate.engine import MessageStore, StoreConfig, StoreLocked;"
+                    "from commitgate.protocol.record_batch import KafkaBodyFormat;"
                     f"s = MessageStore(StoreConfig(data_dir={str(tmp_path / 'data')!r}), "
                     "KafkaBodyFormat())\ntry: asyncio.run(s.open())\n"
                     "except StoreLocked as e: print('LOCKED', e); sys.exit(3)")
