@@ -24,7 +24,7 @@ from pathlib import Path
 from commitgate.engine.topic_table import atomic_write
 from commitgate.gateway.config import BrokerConfig, Endpoint
 from commitgate.gateway.settings import SETTINGS, Setting
-from commitgate.gateway.topic_configs import ConfigType
+from commitgate.gateway.topic_configs import TOPIC_CONFIGS, ConfigType
 
 log = logging.getLogger(__name__)
 
@@ -183,6 +183,18 @@ class BrokerConfigs:
             chain = [s for s in chain if s.source is ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
         while chain and chain[0].name != name:
             chain.pop(0)
+        return chain
+
+    def topic_synonyms(self, configs: dict[str, str], name: str) -> list[Synonym]:
+        """Topic config ``name``'s chain (DescribeConfigs, the admin API): the topic's own value
+        in ``configs``, then the broker config it defaults to, layer by layer."""
+        spec = TOPIC_CONFIGS[name]
+        chain = [Synonym(name, configs[name], ConfigSource.TOPIC_CONFIG)] if name in configs else []
+        if spec.synonym in SETTINGS:
+            chain += self.synonyms(spec.synonym)
+        elif spec.synonym is not None:  # a Kafka broker config CommitGate has only the default of
+            chain.append(Synonym(spec.synonym, spec.default(self.config),
+                                 ConfigSource.DEFAULT_CONFIG))
         return chain
 
 

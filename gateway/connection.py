@@ -26,7 +26,6 @@ from commitgate.protocol import messages
 from commitgate.protocol.codec import Chunks, DecodeError
 from commitgate.protocol.errors import ErrorCode
 from commitgate.protocol.header import (
-    API_VERSIONS_KEY,
     RequestHeader,
     decode_request_header,
     peek_api,
@@ -202,13 +201,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.owner.peer_log.warning(self.host, "%s sent %s v%d; CommitGate serves v%d-v%d",
                                     self.peer, handler.name, version, handler.min_version,
                                     handler.max_version)
-        if handler.api_key != API_VERSIONS_KEY:
-            return False  # as Kafka: an unsupported version of any other API closes the socket
-        from commitgate.gateway.handlers.api_versions import error_response
-
-        header = RequestHeader(API_VERSIONS_KEY, 0, correlation_id, None, 0)
+        if handler.unsupported_version is None:
+            return False  # as Kafka: an unsupported version of any API but ApiVersions closes
+        header = RequestHeader(handler.api_key, 0, correlation_id, None, 0)  # v0 answers
         done = asyncio.get_running_loop().create_future()
-        done.set_result(error_response(ErrorCode.UNSUPPORTED_VERSION))
+        done.set_result(handler.unsupported_version())
         self._queue.append((header, handler, done, view, self.last_active))
         self._drain()
         return True

@@ -15,7 +15,6 @@ from commitgate.gateway.admin.query import error
 from commitgate.gateway.broker import Broker
 from commitgate.gateway.broker_configs import ConfigSource
 from commitgate.gateway.groups.offsets_topic import is_internal
-from commitgate.gateway.handlers.describe_configs import topic_chain
 from commitgate.gateway.topic_configs import TOPIC_CONFIGS, effective
 
 
@@ -58,7 +57,7 @@ def topic_configs(broker: Broker, record: TopicRecord) -> list[dict]:
     """Every topic config with its value in force and its source, as DescribeConfigs has it."""
     out = []
     for name in sorted(TOPIC_CONFIGS):
-        chain = topic_chain(broker, record.configs, name)
+        chain = broker.configs.topic_synonyms(record.configs, name)
         source = chain[0].source if chain else ConfigSource.DEFAULT_CONFIG
         out.append({"name": name, "value": effective(broker.config, record.configs, name),
                     "source": source.name})

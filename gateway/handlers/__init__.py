@@ -1,6 +1,8 @@
 """One module per Kafka API. Each module declares ``API_KEY``, ``VERSIONS`` (the versions it
 serves) and ``async def handle(ctx, request)``, which returns the response object (or None when
-the client expects no response, as Produce with acks=0). Modules are found by scanning this
+the client expects no response, as Produce with acks=0); ``unsupported_version()``, where a
+module has it, is the answer to a version outside ``VERSIONS`` (ApiVersions: KIP-511's v0
+reply), which otherwise closes the connection. Modules are found by scanning this
 package, so adding an API is adding a file; two modules declaring one ``API_KEY`` fail the scan
 (the broker's start), so one never silently replaces the other.
 """
@@ -24,6 +26,7 @@ class Handler:
     max_version: int
     advertised_min: int  # what ApiVersions shows; Produce shows 0 (librdkafka, KAFKA-18659)
     handle: Callable[[Any, Any], Awaitable[Any]]
+    unsupported_version: Callable[[], Any] | None  # the answer to a version not served, if any
 
     def accepts(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -46,5 +49,5 @@ def all_handlers() -> dict[int, Handler]:
                                f"{spec.valid.low}-{spec.valid.high}")
         found[module.API_KEY] = Handler(module.API_KEY, messages.api_name(module.API_KEY), low,
                                         high, getattr(module, "ADVERTISED_MIN", low),
-                                        module.handle)
+                                        module.handle, getattr(module, "unsupported_version", None))
     return found

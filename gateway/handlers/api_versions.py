@@ -19,10 +19,10 @@ def _api_keys() -> list:
             for h in sorted(all_handlers().values(), key=lambda h: h.api_key)]
 
 
-def error_response(code: ErrorCode) -> object:
+def unsupported_version() -> object:
     """The reply to an unsupported ApiVersions version: v0 layout, with our versions listed so
     the client can retry with one it shares."""
-    return Response(error_code=code, api_keys=_api_keys())
+    return Response(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=_api_keys())
 
 
 async def handle(ctx: RequestContext, request) -> object:

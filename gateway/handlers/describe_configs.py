@@ -49,17 +49,6 @@ def _entry(name: str, value: str | None, chain: list[Synonym], read_only: bool, 
                  documentation=doc if options.documentation else None)
 
 
-def topic_chain(broker: Broker, configs: dict[str, str], name: str) -> list[Synonym]:
-    spec = TOPIC_CONFIGS[name]
-    chain = [Synonym(name, configs[name], ConfigSource.TOPIC_CONFIG)] if name in configs else []
-    if spec.synonym in SETTINGS:
-        chain += broker.configs.synonyms(spec.synonym)
-    elif spec.synonym is not None:  # a Kafka broker config CommitGate has only the default of
-        chain.append(Synonym(spec.synonym, spec.default(broker.config),
-                             ConfigSource.DEFAULT_CONFIG))
-    return chain
-
-
 def _topic_entries(broker: Broker, topic: str, wanted, options: Options) -> Result:
     problem = topic_name_error(topic)
     if problem:
@@ -69,7 +58,8 @@ def _topic_entries(broker: Broker, topic: str, wanted, options: Options) -> Resu
         return Result(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message=None)
     return Result(error_code=ErrorCode.NONE, configs=[
         _entry(name, effective(broker.config, record.configs, name),
-               topic_chain(broker, record.configs, name), False, spec.type, spec.doc, options)
+               broker.configs.topic_synonyms(record.configs, name), False, spec.type, spec.doc,
+               options)
         for name, spec in sorted(TOPIC_CONFIGS.items()) if _picked(name, wanted)])
 
 
