@@ -13,8 +13,8 @@ import logging
 from pathlib import Path
 
 from commitgate.engine.topic_table import atomic_write
+from commitgate.gateway.partition_txns import AbortedTxn, PartitionTransactions
 from commitgate.gateway.producer_state import BatchMetadata, Key, ProducerEntry, ProducerStateManager
-from commitgate.gateway.transactions.partition_txns import AbortedTxn, PartitionTransactions
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ import collections
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from commitgate.gateway.transactions.partition_txns import PartitionTransactions
+from commitgate.gateway.partition_txns import PartitionTransactions
 from commitgate.protocol.errors import ErrorCode
 from commitgate.protocol.record_batch import BatchHeader
 

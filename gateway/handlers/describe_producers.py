@@ -1,6 +1,6 @@
 """DescribeProducers (key 61), v0: the idempotent and transactional producers each partition
 keeps state for (gateway/producer_state.py), with the first offset of their open transaction
-there (gateway/transactions/partition_txns.py).
+there (gateway/partition_txns.py).
 
 Errors are Kafka's (KafkaApis.handleDescribeProducersRequest): an illegal topic name is
 INVALID_TOPIC_EXCEPTION, an unknown topic UNKNOWN_TOPIC_OR_PARTITION with Kafka's message, an

@@ -5,8 +5,8 @@ import time
 
 import pytest
 
+from commitgate.gateway.partition_txns import AbortedTxn
 from commitgate.gateway.producer_state import CACHED_BATCHES, MAX_SEQUENCE, ProducerStateManager
-from commitgate.gateway.transactions.partition_txns import AbortedTxn
 from commitgate.protocol.errors import ErrorCode
 from commitgate.protocol.record_batch import (
     CONTROL_ABORT,
