@@ -28,7 +28,7 @@ DEADLINE_S = 30.0
 class FaultyBroker(BrokerProcess):
     def command(self) -> list[str]:
         args = super().command()
-        at = args.index("cli")
+        at = args.index("commitgate")  # after "python -m"
         return [sys.executable, "-m", "tests.gateway.faulty_broker", *args[at + 1:]]
 
 
