@@ -19,10 +19,11 @@ Layout of one batch (big-endian; offsets are from the start of the batch):
     61     ...  records (compressed as a whole when codec != 0)
 
 Validation on produce reads the header with one ``struct.unpack_from`` per batch, then walks
-every record in C (``_record_keys.c``), decompressing compressed batches in bounded pieces
-(``decompress.py``), so that a stored batch is one every client can read. The same C walker
-gives the IndexFile its keys, and for a compressed batch it can copy them on produce (a bounded
-amount) so that the IndexBuilder need not decompress the batch again; other record-level work (timestamp lookups, compaction, tests)
+every record in C (``_record_keys.c``; without it, the same walk in Python, ``record_walk.py``),
+decompressing compressed batches in bounded pieces (``decompress.py``), so that a stored batch
+is one every client can read. The same walker gives the IndexFile its keys, and for a
+compressed batch it can copy them on produce (a bounded amount) so that the IndexBuilder need
+not decompress the batch again; other record-level work (timestamp lookups, compaction, tests)
 goes through aiokafka's compiled reader.
 """
 from __future__ import annotations
@@ -37,19 +38,16 @@ import crc32c
 from aiokafka.codec import gzip_decode, lz4_decode, snappy_decode, zstd_decode
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from commitgate.protocol import decompress
+from commitgate import c_helpers
+from commitgate.protocol import decompress, record_walk
+from commitgate.protocol.record_walk import KEY_SCAN_FIELDS
 
-try:
-    from commitgate.protocol._record_keys import BODY_SCANNER as _BODY_SCANNER
-    from commitgate.protocol._record_keys import RecordWalk
-    from commitgate.protocol._record_keys import batch_keys as _batch_keys
-    from commitgate.protocol._record_keys import record_keys as _scan_keys
-except ImportError:  # installed without a C compiler: the record reader does their work
-    _BODY_SCANNER = _batch_keys = _scan_keys = RecordWalk = None
+# The record walk: RecordWalk, batch_keys and record_keys, in C, or the same in Python
+# (record_walk.py) where the C helper is not in use (commitgate/c_helpers.py).
+walker = c_helpers.load("protocol._record_keys") or record_walk
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
-KEY_SCAN_FIELDS = struct.Struct(">8xi9xh34xi")  # batchLength, attributes, recordCount
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes batchLength does not count
 CRC_START = 21
 CRC_AT = 17
@@ -194,7 +192,7 @@ class RecordSetCheck:
 
 class _Refused(Exception):
     def __init__(self, status: RecordSetStatus, detail: str,
-                 walk: RecordWalk | None = None) -> None:
+                 walk: record_walk.RecordWalk | None = None) -> None:
         super().__init__(detail)
         self.status, self.detail, self.walk = status, detail, walk
 
@@ -276,13 +274,10 @@ def _check_records(buf: memoryview, header: BatchHeader, max_batch_bytes: int,
                    rules: RecordRules, key_budget: int) -> tuple[int, list[bytes] | None]:
     """Walk the batch's records; the newest record timestamp and, for a compressed batch
     within ``key_budget``, the keys; or raise _Refused."""
-    if RecordWalk is None:  # built without the C helpers
-        batch = buf[header.position:header.position + header.size]
-        return _check_records_with_reader(batch), None
     low, high = rules.timestamps
     records = buf[header.position + HEADER_SIZE:header.position + header.size]
-    walk = RecordWalk(header.record_count, header.base_timestamp, rules.need_keys, low, high,
-                      key_budget if header.codec else 0)
+    walk = walker.RecordWalk(header.record_count, header.base_timestamp, rules.need_keys, low,
+                             high, key_budget if header.codec else 0)
     if header.codec == 0:
         walk.feed(records)
     else:
@@ -296,7 +291,8 @@ def _check_records(buf: memoryview, header: BatchHeader, max_batch_bytes: int,
     return walk.max_timestamp, walk.keys
 
 
-def _walk_compressed(walk: RecordWalk, codec: int, payload: memoryview, limit: int) -> None:
+def _walk_compressed(walk: record_walk.RecordWalk, codec: int, payload: memoryview,
+                     limit: int) -> None:
     name, total = _CODEC_NAMES[codec], 0
     try:
         for piece in decompress.pieces(codec, payload, limit):
@@ -314,18 +310,6 @@ def _walk_compressed(walk: RecordWalk, codec: int, payload: memoryview, limit: i
         raise _Refused(RecordSetStatus.CORRUPT_MESSAGE, str(exc)) from None
     except decompress.UnsupportedPayload as exc:
         raise _Refused(RecordSetStatus.INVALID_RECORD, str(exc)) from None
-
-
-def _check_records_with_reader(batch: memoryview) -> int:
-    """The fallback without ``_record_keys``: aiokafka's reader decodes the whole batch (memory
-    not bounded) and the count is checked; keys and timestamps are not."""
-    try:
-        timestamps = [record.timestamp for record in _records(batch)]
-    except Exception as exc:  # the reader raises many kinds on bad input
-        raise _Refused(RecordSetStatus.INVALID_RECORD, "the records cannot be read") from exc
-    if len(timestamps) != read_header(batch).record_count:
-        raise _Refused(RecordSetStatus.INVALID_RECORD, "the record count does not match")
-    return max(timestamps)
 
 
 def set_max_timestamp(body: memoryview, timestamp: int) -> None:
@@ -347,7 +331,7 @@ def _reseal(body: memoryview) -> None:
 class KafkaBodyFormat:
     """``engine.body_format.BodyFormat`` for bodies holding exactly one RecordBatch v2."""
 
-    scanner = _BODY_SCANNER  # keys() in C, for the engine's CommitLog walk
+    scanner = getattr(walker, "BODY_SCANNER", None)  # keys() in C, for the CommitLog walk
 
     def assign(self, body: memoryview, base_offset: int, log_append_time: int | None) -> None:
         # baseOffset sits outside the CRC, so CreateTime batches need no re-checksum.
@@ -368,15 +352,13 @@ class KafkaBodyFormat:
         return crc32c.crc32c(body[CRC_START:min(_batch_end(body), len(body))])
 
     def keys(self, body: memoryview) -> list[bytes]:
-        if _batch_keys is None:
-            return [record.key for record in _records(body) if record.key is not None]
-        keys = _batch_keys(body)  # scans without the GIL
+        keys = walker.batch_keys(body)  # in C: without the GIL
         if keys is not None:
             return keys
         batch_length, attributes, record_count = KEY_SCAN_FIELDS.unpack_from(body)
         records = _DECOMPRESS[attributes & CODEC_MASK](bytes(body[HEADER_SIZE:LOG_OVERHEAD +
                                                                   batch_length]))
-        return _scan_keys(records, record_count)
+        return walker.record_keys(records, record_count)
 
     def offset_for_timestamp(self, body: memoryview, timestamp: int, min_offset: int = 0
                              ) -> tuple[int, int] | None:

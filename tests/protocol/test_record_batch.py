@@ -85,7 +85,7 @@ def test_timestamp_lookups():
     assert FORMAT.max_timestamp_offset(body) == (12, 300)  # the first of the tied records
 
 
-def test_keys_skip_null_keys_and_decompress():
+def test_keys_skip_null_keys_and_decompress(walker):
     body = memoryview(bytearray(build_batch(
         [(b"k1", b"v", [], 1), (None, b"v", [], 2), (b"", b"v", [], 3)], compression="snappy")))
     assert list(FORMAT.keys(body)) == [b"k1", b""]
@@ -93,15 +93,14 @@ def test_keys_skip_null_keys_and_decompress():
 
 @settings(max_examples=60, deadline=None)
 @given(record_specs, st.sampled_from(["none", "gzip", "snappy", "lz4", "zstd"]))
-def test_key_scanner_agrees_with_the_record_decoder(specs, compression):
+def test_key_scanner_agrees_with_the_record_decoder(walker, specs, compression):
     body = memoryview(bytearray(build_batch(specs, compression=compression)))
     want = [record.key for record in decode_records(body) if record.key is not None]
     assert FORMAT.keys(body) == want
 
 
-def test_key_scanner_refuses_malformed_records_without_crashing():
-    from commitgate.protocol._record_keys import record_keys
-
+def test_key_scanner_refuses_malformed_records_without_crashing(walker):
+    record_keys = walker.record_keys
     records = bytes(build_batch([(b"key", b"value", [], 1)] * 3))[HEADER_SIZE:]
     assert record_keys(records, 3) == [b"key"] * 3
     for cut in range(len(records) - 1):  # every truncation fails cleanly
@@ -115,9 +114,9 @@ def test_key_scanner_refuses_malformed_records_without_crashing():
         record_keys(b"\x00", 1)
 
 
-def test_batch_scanner_reads_the_header_itself_and_leaves_compressed_batches_to_the_caller():
-    from commitgate.protocol._record_keys import batch_keys
-
+def test_batch_scanner_reads_the_header_itself_and_leaves_compressed_batches_to_the_caller(
+        walker):
+    batch_keys = walker.batch_keys
     specs = [(b"a", b"1", [], 1), (None, b"2", [], 2), (b"c" * 300, b"3", [], 3)]
     plain = build_batch(specs)
     assert batch_keys(plain) == [b"a", b"c" * 300]

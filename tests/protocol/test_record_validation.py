@@ -1,6 +1,7 @@
 """Record-level validation of produced batches (protocol.record_batch.validate_record_set and
-the C walk in protocol/_record_keys.c): what Kafka's LogValidator refuses is refused, with the
-status the gateway maps to Kafka's error, and whatever passes is readable by a record reader."""
+the walk in protocol/_record_keys.c, or protocol/record_walk.py: every test runs with each):
+what Kafka's LogValidator refuses is refused, with the status the gateway maps to Kafka's error,
+and whatever passes is readable by a record reader."""
 from __future__ import annotations
 
 import struct
@@ -11,7 +12,6 @@ import pytest
 import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from commitgate.protocol._record_keys import RecordWalk
 
 from commitgate.protocol.record_batch import (
     CODECS,
@@ -29,6 +29,7 @@ from tests.protocol.raw_batches import batch_of, compress, field, record, seal, 
 
 LIMIT = 1 << 20
 COMPRESSED = ["gzip", "snappy", "lz4", "zstd"]
+pytestmark = pytest.mark.usefixtures("walker")  # every test in C and in Python
 
 
 ANY = RecordRules()
@@ -224,10 +225,7 @@ def test_a_large_record_is_validated_in_bounded_memory():
     assert peak < 2 << 20  # pieces of one zstd block, not the 64 MiB
 
 
-def test_without_the_c_walker_the_record_reader_checks_framing_and_count(monkeypatch):
-    from commitgate.protocol import record_batch
-
-    monkeypatch.setattr(record_batch, "RecordWalk", None)
+def test_a_gzip_batch_gives_its_newest_timestamp_and_a_wrong_count_or_record_is_refused():
     good = [record(i, timestamp_delta=i) for i in range(3)]
     assert validate_record_set(bytes(batch_of(good, "gzip")), LIMIT).newest == [1_002]
     assert _status(batch_of(good, count=4))[0] is RecordSetStatus.INVALID_RECORD
@@ -245,11 +243,11 @@ record_specs = st.lists(st.tuples(
 
 @settings(max_examples=80, deadline=None)
 @given(record_specs, st.sampled_from(["none", *COMPRESSED]), st.integers(1, 97))
-def test_the_walk_gives_the_same_answer_for_any_piece_size(specs, compression, piece):
+def test_the_walk_gives_the_same_answer_for_any_piece_size(walker, specs, compression, piece):
     batch = build_batch(specs, compression=compression)
     header_count = len(specs)
     region = build_batch(specs)[HEADER_SIZE:]
-    walk = RecordWalk(header_count, struct.unpack_from(">q", batch, 27)[0])
+    walk = walker.RecordWalk(header_count, struct.unpack_from(">q", batch, 27)[0])
     assert all(walk.feed(region[i:i + piece]) for i in range(0, len(region), piece))
     assert walk.finish() and walk.records == header_count
     check = validate_record_set(batch, LIMIT)
@@ -311,10 +309,11 @@ def test_a_refused_batch_gives_no_keys():
 
 @settings(max_examples=80, deadline=None)
 @given(record_specs, st.integers(1, 97))
-def test_copied_keys_are_the_index_keys_for_any_piece_size(specs, piece):
+def test_copied_keys_are_the_index_keys_for_any_piece_size(walker, specs, piece):
     batch = build_batch(specs, compression="gzip")
     region = build_batch(specs)[HEADER_SIZE:]
-    walk = RecordWalk(len(specs), struct.unpack_from(">q", batch, 27)[0], key_budget=LIMIT)
+    walk = walker.RecordWalk(len(specs), struct.unpack_from(">q", batch, 27)[0],
+                             key_budget=LIMIT)
     assert all(walk.feed(region[i:i + piece]) for i in range(0, len(region), piece))
     assert walk.finish()
     assert walk.keys == _index_keys(batch)
