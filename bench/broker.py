@@ -6,17 +6,25 @@ then runs every workload against every broker in turn, round after round (A B A 
 machine drift hits all alike. Load comes from librdkafka (confluent-kafka) in separate
 processes (``bench/loadgen.py``). Prints each figure's median and its ratio to CommitGate's;
 writes ``results.json`` and PNG charts to the output directory.
+
+The brokers it starts die with it: a SIGTERM or Ctrl-C kills them and removes their directories
+before the run exits (with 128 + the signal's number); a SIGKILL leaves the kernel to kill them
+(``commitgate.launcher``), and their directories to the next run (``remove_dead_runs``).
 """
 from __future__ import annotations
 
 import json
+import os
 import platform
 import re
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
@@ -52,10 +60,12 @@ FLAMED = (PRODUCE_ACKS1, FETCH_1, PRODUCE_TXN, FETCH_COMMITTED)  # --profile-bro
 
 
 def start_targets(root: Path, against: list[str], peers: bool, console: Console,
-                  left_out: list[str]) -> list[Target]:
-    """The brokers of the run; peers that could not be measured are added to ``left_out``
-    with the reason (the table's caption repeats them)."""
-    targets = [start_commitgate(root), start_commitgate(root, "SYNC_FLUSH")]
+                  left_out: list[str], targets: list[Target]) -> None:
+    """Adds the brokers of the run to ``targets`` as each starts (so that whoever stops them
+    sees those started before an interruption); peers that could not be measured are added to
+    ``left_out`` with the reason (the table's caption repeats them)."""
+    targets.append(start_commitgate(root))
+    targets.append(start_commitgate(root, "SYNC_FLUSH"))
     for name, (start, install) in PEERS.items() if peers else ():
         try:
             peer = start(root)
@@ -68,7 +78,70 @@ def start_targets(root: Path, against: list[str], peers: bool, console: Console,
             targets.append(peer)
     for reason in left_out:
         console.print(f"[yellow]left out: {reason}[/]")
-    return targets + [by_address(spec) for spec in against]
+    targets.extend(by_address(spec) for spec in against)
+
+
+ROOT_PREFIX = "commitgate-bench-"
+
+
+def make_root() -> Path:
+    """The run's temporary directory, named after this process so that a later run can tell
+    whether its owner is still alive."""
+    return Path(tempfile.mkdtemp(prefix=f"{ROOT_PREFIX}{os.getpid()}-"))
+
+
+def remove_dead_runs(parent: Path | None = None) -> list[Path]:
+    """Removes the directories that runs killed by SIGKILL left in the temp folder (their
+    brokers were killed with them): those whose owner process is gone. Returns them."""
+    removed = []
+    for path in Path(parent or tempfile.gettempdir()).glob(f"{ROOT_PREFIX}*-*"):
+        owner = path.name[len(ROOT_PREFIX):].split("-", 1)[0]
+        if not owner.isdigit() or not path.is_dir() or _alive(int(owner)):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's
+        return True
+    return True
+
+
+class Interrupted(SystemExit):
+    """A SIGTERM or SIGINT arrived: the run stops, exit status 128 + the signal's number."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(128 + signum)
+        self.signum = signum
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """SIGTERM and SIGINT raise :class:`Interrupted` in the main thread (once: a second signal
+    while the run cleans up is ignored, the clean-up being bounded); the previous handlers
+    return after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+
+    def handle(signum: int, frame: object) -> None:
+        if not received:
+            received.append(signum)
+            raise Interrupted(signum)
+
+    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _slug(name: str) -> str:
@@ -302,19 +375,30 @@ def main(profile_name: str = "quick", against: list[str] | None = None, out: Pat
     out = out or Path("bench-results")
     out.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    root = Path(tempfile.mkdtemp(prefix="commitgate-bench-"))
+    for path in remove_dead_runs():
+        console.print(f"removed {path}, left by a run that was killed")
     left_out: list[str] = []
-    targets = start_targets(root, against or [], peers, console, left_out)
-    try:
-        harness = Harness(targets, profile, console)
-        harness.run()
-        if profile_broker:
-            flame.record(targets[0], [w for w in profile.workloads if w.name in FLAMED],
-                         harness.measure, out, profile.profile_seconds, console)
-    finally:
-        for target in targets:
-            target.stop()
-        shutil.rmtree(root, ignore_errors=True)
+    targets: list[Target] = []
+    with stop_on_signals():
+        root = make_root()
+        interrupted = None
+        try:
+            start_targets(root, against or [], peers, console, left_out, targets)
+            harness = Harness(targets, profile, console)
+            harness.run()
+            if profile_broker:
+                flame.record(targets[0], [w for w in profile.workloads if w.name in FLAMED],
+                             harness.measure, out, profile.profile_seconds, console)
+        except Interrupted as exc:
+            interrupted = exc
+            raise
+        finally:
+            if interrupted:  # the data is thrown away: no need for a clean stop
+                console.print(f"[yellow]{signal.Signals(interrupted.signum).name}: killing "
+                              f"{len(targets)} broker(s), removing {root}[/]")
+            for target in targets:
+                (target.kill if interrupted else target.stop)()
+            shutil.rmtree(root, ignore_errors=True)
     rows = report(targets, profile, console, left_out)
     shares = ratios(targets, profile, console)
     console.print(f"wrote {write_json(out, profile_name, targets, rows, shares, started)}")

@@ -2,7 +2,8 @@
 peers that install from the project's own files (``pip install -e '.[bench]'``: noida-db on
 disk, Tansu in memory), and brokers given by address. Each started broker gets a free port and
 its own directory, and its CPU time is readable (the harness compares it with the load
-generators' to show which side was the bottleneck)."""
+generators' to show which side was the bottleneck). Every broker started here runs in a process
+group of its own and dies with the benchmark (``commitgate.launcher``), however that ends."""
 from __future__ import annotations
 
 import os
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from commitgate.launcher import BrokerProcess, free_port
+from commitgate.launcher.children import parent_death_signal, signal_group
 
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 30.0
@@ -29,7 +31,8 @@ class Target:
     name: str
     bootstrap: str
     pid: int | None = None  # None for a broker given by address: its CPU is not ours to read
-    stop: Callable[[], None] = lambda: None
+    stop: Callable[[], None] = lambda: None  # clean stop, waited for
+    kill: Callable[[], None] = lambda: None  # SIGKILL to it and all it started, waited for
     sync_flush: bool = False  # the SYNC_FLUSH CommitGate runs only the workloads meant for it
     results: dict[str, list[dict]] = field(default_factory=dict)
 
@@ -70,7 +73,7 @@ def start_commitgate(root: Path, flush: str = "ASYNC_FLUSH") -> Target:
     broker = BrokerProcess(root / name.replace(" ", "-"),
                            {"num.partitions": "1", "flush.disk.type": flush,
                             "message.max.bytes": str(8 << 20)}).start()
-    return Target(name, broker.bootstrap, broker.process.pid, broker.stop,
+    return Target(name, broker.bootstrap, broker.process.pid, broker.stop, broker.kill,
                   sync_flush=flush == "SYNC_FLUSH")
 
 
@@ -80,26 +83,28 @@ def _tansu_binary() -> Path | None:
 
 
 def _start_session(name: str, args: list[str], port: int, log_path: Path) -> Target:
-    """A peer in its own session, so SIGINT reaches the server behind any wrapper script."""
+    """A peer in its own session, so SIGINT reaches the server behind any wrapper script; it is
+    killed by the kernel if the benchmark dies (the peers are started as their own binaries, not
+    through a wrapper, so that this reaches the server)."""
     with open(log_path, "wb") as log:
         process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
+                                   start_new_session=True, preexec_fn=parent_death_signal())  # noqa: PLW1509
 
-    def stop() -> None:
+    def stop(sig: int = signal.SIGINT) -> None:
         if process.poll() is None:
-            os.killpg(process.pid, signal.SIGINT)
+            signal_group(process.pid, sig)
         try:
             process.wait(STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
+            signal_group(process.pid, signal.SIGKILL)
             process.wait(STOP_TIMEOUT_S)
 
     try:
         _wait_port(port, process)
-    except RuntimeError:
-        stop()
+    except BaseException:  # also the benchmark's own SIGTERM/SIGINT while waiting
+        stop(signal.SIGKILL)
         raise
-    return Target(name, f"127.0.0.1:{port}", process.pid, stop)
+    return Target(name, f"127.0.0.1:{port}", process.pid, stop, lambda: stop(signal.SIGKILL))
 
 
 def _wait_port(port: int, process: subprocess.Popen) -> None:
@@ -122,8 +127,16 @@ def installed(command: str) -> str | None:
     return shutil.which(command, path=os.pathsep.join([scripts, os.environ.get("PATH", "")]))
 
 
+def _noida_binary() -> str | None:
+    """The server binary inside the noida-db package (its console script only wraps it in a
+    Python process, which the kernel's parent-death signal would kill without the server), else
+    a ``noida-db`` command found as :func:`installed` finds it."""
+    path = Path(sysconfig.get_paths()["purelib"]) / "noida_db" / "noida-db"
+    return str(path) if os.access(path, os.X_OK) else installed("noida-db")
+
+
 def start_noida(root: Path) -> Target | None:
-    binary = installed("noida-db")
+    binary = _noida_binary()
     if binary is None:
         return None
     port = free_port()

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from commitgate.bench.targets import Target
+from commitgate.launcher.children import parent_death_signal
 
 GENERATOR_TIMEOUT_S = 600
 PRODUCE, FETCH, LATENCY = "produce", "fetch", "latency"
@@ -78,7 +79,9 @@ def _generator(target: Target, mode: str, topic: str, count: int, **options) -> 
 
 
 def _start(args: list[str]) -> subprocess.Popen:
-    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    """A load generator, killed by the kernel if the benchmark dies."""
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=parent_death_signal())  # noqa: PLW1509
 
 
 def _collect(processes: Iterable[subprocess.Popen]) -> list[dict]:

@@ -1,9 +1,11 @@
 """Start a CommitGate broker as a subprocess on a free port (tests, compat matrix, benchmarks).
 
-The broker is the real thing: ``python -m commitgate serve`` (the ``commitgate serve`` command) with its own data directory,
-reachable at ``bootstrap``, its admin HTTP API on a free port of its own at ``admin_url`` (off
-when the overrides set ``admin.listeners`` empty); stopping it sends SIGTERM (clean) or SIGKILL
-(crash).
+The broker is the real thing: ``python -m commitgate serve`` (the ``commitgate serve`` command)
+with its own data directory, reachable at ``bootstrap``, its admin HTTP API on a free port of its
+own at ``admin_url`` (off when the overrides set ``admin.listeners`` empty); stopping it sends
+SIGTERM (clean) or SIGKILL (crash). It runs in its own process group and dies with the process
+that started it (``launcher/children.py``), so a test run or benchmark killed by a timeout leaves
+no broker behind.
 """
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 from typing import ClassVar, Self
+
+from commitgate.launcher.children import child_options, signal_group
 
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 30.0
@@ -63,9 +67,15 @@ class BrokerProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child keeps it
         self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
-                                        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                                        **child_options())
         log.close()
-        self._wait_listening()
+        try:
+            self._wait_listening()
+        except BaseException:  # also a Ctrl-C or a starter's signal handler while waiting
+            if self.process.poll() is None:
+                self.kill()
+            raise
         return self
 
     def _wait_listening(self) -> None:
@@ -79,7 +89,6 @@ class BrokerProcess:
                 return
             except OSError:
                 time.sleep(0.05)
-        self.kill()
         raise RuntimeError(f"broker did not listen within {START_TIMEOUT_S}s: {self.log_tail()}")
 
     def stop(self) -> int:
@@ -93,11 +102,11 @@ class BrokerProcess:
         if self.process is None:
             return 0
         if self.process.poll() is None:
-            self.process.send_signal(sig)
+            signal_group(self.process.pid, sig)
             try:
                 self.process.wait(STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
-                self.process.kill()
+                signal_group(self.process.pid, signal.SIGKILL)
                 self.process.wait(STOP_TIMEOUT_S)
         code = self.process.returncode
         self.process = None
