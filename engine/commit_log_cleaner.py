@@ -19,16 +19,18 @@ from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from commitgate.engine.commit_log import BODY_LEN, BODY_LEN_AT, PREFIX_SIZE, RELOCATED, DispatchRequest
-from commitgate.engine.config import StoreConfig
+from commitgate.engine.commit_log import (
+    BODY_LEN,
+    BODY_LEN_AT,
+    PREFIX_SIZE,
+    RELOCATED,
+    DispatchRequest,
+)
 from commitgate.engine.flush_consume_queue_service import syncfs
 from commitgate.engine.mapped_file import MappedFile
 from commitgate.engine.status import StoreStatus
-
-if TYPE_CHECKING:
-    from commitgate.engine.message_store import MessageStore
+from commitgate.engine.store_parts import StoreParts
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +54,12 @@ class CleanerStats:
 
 
 class CommitLogCleaner:
-    def __init__(self, store: MessageStore, config: StoreConfig) -> None:
-        self._store = store
-        self._factor = config.cleaner_garbage_factor
-        self._rate = config.cleaner_io_max_bytes_per_second
+    def __init__(self, parts: StoreParts) -> None:
+        self._parts = parts
+        self._logs = parts.logs
+        self._commit_log = parts.logs.commit_log
+        self._factor = parts.config.cleaner_garbage_factor
+        self._rate = parts.config.cleaner_io_max_bytes_per_second
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="commitlog-cleaner")
         self._zombies: list[MappedFile] = []  # deleted segments still read by responses
         self.stopping = False
@@ -69,13 +73,13 @@ class CommitLogCleaner:
     # ---- liveness -------------------------------------------------------------------------
 
     def is_live(self, req: DispatchRequest) -> bool:
-        store = self._store
-        topic = store.table.topics.get(req.topic)
+        logs = self._logs
+        topic = logs.table.topics.get(req.topic)
         if topic is None or not 0 <= req.partition < topic.partitions or \
                 req.phy_offset < topic.created_phy:
             return False
-        queue = store.queues.get(req.topic, req.partition)
-        first = max(req.queue_offset, store.log_start_offset(req.topic, req.partition))
+        queue = logs.queues.get(req.topic, req.partition)
+        first = max(req.queue_offset, logs.log_start_offset(req.topic, req.partition))
         if first >= min(req.queue_offset + req.offset_count, queue.max_offset):
             return False
         return queue.get(first)[0] == req.phy_offset
@@ -97,7 +101,7 @@ class CommitLogCleaner:
                 deadline = time.monotonic() + SLICE_S
 
     def _entries(self, mapped: MappedFile) -> Iterator[DispatchRequest]:
-        commit_log = self._store.commit_log
+        commit_log = self._commit_log
         end = min(mapped.end_offset, commit_log.max_offset)
         for req in commit_log.iter_entries(mapped.start_offset, check_crc=False):
             if req.phy_offset >= end:
@@ -109,15 +113,15 @@ class CommitLogCleaner:
     async def _account(self) -> None:
         """Bring the ledger up to date: walk the batches whose log start passed them (and
         delete the ConsumeQueue files wholly below), or every segment when it is invalid."""
-        store, ledger = self._store, self._store.commit_log.ledger
+        logs, ledger = self._logs, self._commit_log.ledger
         moves, ledger.moves = ledger.moves, []
         deadline = time.monotonic() + SLICE_S
         for move in moves:
-            if store.table.get(move.topic) is not move.incarnation:
+            if logs.table.get(move.topic) is not move.incarnation:
                 continue  # deleted: the ledger was invalidated with it
-            queue = store.queues.get(move.topic, move.partition)
+            queue = logs.queues.get(move.topic, move.partition)
             if ledger.valid:
-                for entry, after in store.batch_entries(queue, move.old, move.new):
+                for entry, after in logs.batch_entries(queue, move.old, move.new):
                     if after <= move.new:
                         ledger.died(int.from_bytes(entry[28:36], "big"), len(entry))
                     if time.monotonic() >= deadline:
@@ -130,22 +134,21 @@ class CommitLogCleaner:
     async def _walk_all(self) -> dict[int, tuple[int, int]]:
         """Each segment's (bytes written, live bytes), walked a slice at a time."""
         lives = {}
-        for mapped in list(self._store.commit_log.queue.files):
-            written = min(mapped.end_offset, self._store.commit_log.max_offset) - \
-                mapped.start_offset
+        for mapped in list(self._commit_log.queue.files):
+            written = min(mapped.end_offset, self._commit_log.max_offset) - mapped.start_offset
             lives[mapped.start_offset] = (written, await self.live_bytes(mapped))
         return lives
 
     def _live_estimate(self, mapped: MappedFile) -> int:
-        written = min(mapped.end_offset, self._store.commit_log.max_offset) - mapped.start_offset
-        return self._store.commit_log.ledger.live(mapped.start_offset, written)
+        written = min(mapped.end_offset, self._commit_log.max_offset) - mapped.start_offset
+        return self._commit_log.ledger.live(mapped.start_offset, written)
 
     # ---- deletion ---------------------------------------------------------------------------
 
     async def delete_dead_segments(self) -> int:
         """Delete the oldest segments while they hold nothing live (the ledger says so, and a
         walk agrees); returns how many."""
-        files = self._store.commit_log.queue.files
+        files = self._commit_log.queue.files
         deleted = 0
         while len(files) > 1 and not self.stopping and self._live_estimate(files[0]) == 0:
             oldest = files[0]
@@ -153,7 +156,7 @@ class CommitLogCleaner:
             if live:  # the ledger missed some: correct it, relocation will see to the rest
                 log.warning("cleaner: %s holds %d live bytes the ledger did not count",
                             oldest.path, live)
-                self._store.commit_log.ledger.dead[oldest.start_offset] = oldest.size - live
+                self._commit_log.ledger.dead[oldest.start_offset] = oldest.size - live
                 break
             if not await self._delete_oldest():
                 break
@@ -165,16 +168,16 @@ class CommitLogCleaner:
         """Forget the oldest segment, then unlink and unmap it on the cleaner's thread (6 ms
         for 16 MiB on the loop); False when a ``before_segment_delete`` hook could not save
         what it keeps."""
-        store = self._store
-        for hook in store.before_segment_delete:
+        commit_log = self._commit_log
+        for hook in self._parts.before_segment_delete:
             if not await hook():
                 log.warning("cleaner: %s kept: state rebuilt from the CommitLog could not be "
-                            "saved first", store.commit_log.queue.files[0].path)
+                            "saved first", commit_log.queue.files[0].path)
                 return False
-        mapped = store.commit_log.queue.files.pop(0)
+        mapped = commit_log.queue.files.pop(0)
         log.info("cleaner: deleting CommitLog segment %s", mapped.path)
-        store.commit_log.ledger.forget(mapped.start_offset)
-        store.index.service.delete_files_below(store.commit_log.min_offset)
+        commit_log.ledger.forget(mapped.start_offset)
+        self._parts.index.service.delete_files_below(commit_log.min_offset)
         self.stats.deleted_segments += 1
         loop = asyncio.get_running_loop()
         if not await loop.run_in_executor(self._executor, mapped.destroy):
@@ -190,7 +193,7 @@ class CommitLogCleaner:
         of garbage. Returns how many segments went."""
         await self._account()
         deleted = await self.delete_dead_segments()
-        files = self._store.commit_log.queue.files
+        files = self._commit_log.queue.files
         for _ in range(len(files)):
             if self.stopping or len(files) < 2:
                 break
@@ -244,8 +247,8 @@ class CommitLogCleaner:
         """Append a copy (SYSFLAG RELOCATED, naming its source) of the entry ``req`` decodes,
         with ``body`` in place of its batch when given (the compactor's rewrite): the copy's
         (phy, size), or None when the disk refused it (logged)."""
-        store = self._store
-        entry = store.commit_log.entry(req.phy_offset, req.size)
+        commit_log = self._commit_log
+        entry = commit_log.entry(req.phy_offset, req.size)
         (body_len,) = BODY_LEN.unpack_from(entry, BODY_LEN_AT)
         born_host = int.from_bytes(entry[48:56], "big", signed=True)
         copy = DispatchRequest(req.topic, req.partition, req.queue_offset, req.offset_count, 0, 0,
@@ -254,15 +257,15 @@ class CommitLogCleaner:
         new_body = entry[PREFIX_SIZE : PREFIX_SIZE + body_len] if body is None else \
             memoryview(bytearray(body))
         try:
-            store.commit_log.append_copy(copy, new_body, bytes(entry[PREFIX_SIZE + body_len :]),
-                                         born_host, store.store_host)
+            commit_log.append_copy(copy, new_body, bytes(entry[PREFIX_SIZE + body_len :]),
+                                   born_host, self._parts.store_host)
         except OSError as exc:
             log.error("cleaner: copying %s-%d offset %d (CommitLog %d) failed: %s", req.topic,
                       req.partition, req.queue_offset, req.phy_offset, exc)
             return None
         # Nothing waits to be dispatched: the copy needs no units of its own, and the
         # IndexFile builder, which follows this mark, indexes its keys again.
-        store.dispatcher.dispatched_offset = store.commit_log.max_offset
+        self._parts.dispatcher.dispatched_offset = commit_log.max_offset
         return copy.phy_offset, copy.size
 
     async def _commit(self, chunk: list[tuple[DispatchRequest, int]], touched: set[Path]
@@ -270,9 +273,9 @@ class CommitLogCleaner:
         """Make a chunk of copies durable, then point their units at them."""
         if not chunk:
             return True
-        store = self._store
-        ledger = store.commit_log.ledger
-        status = await store.flush_service.sync_to(store.commit_log.max_offset)
+        logs = self._logs
+        ledger = self._commit_log.ledger
+        status = await self._parts.flush_service.sync_to(self._commit_log.max_offset)
         if status is not StoreStatus.OK:
             log.error("cleaner: the CommitLog copies could not be synced (%s)", status.value)
             for req, new_phy in chunk:
@@ -283,11 +286,11 @@ class CommitLogCleaner:
             if time.monotonic() >= deadline:
                 await asyncio.sleep(0)
                 deadline = time.monotonic() + SLICE_S
-            topic = store.table.topics.get(req.topic)
+            topic = logs.table.topics.get(req.topic)
             if topic is None or req.partition >= topic.partitions:
                 ledger.died(new_phy, req.size)
                 continue  # deleted while the copies were synced: nothing to point
-            queue = store.queues.get(req.topic, req.partition)
+            queue = logs.queues.get(req.topic, req.partition)
             try:
                 files = queue.repoint(req.queue_offset, req.offset_count, req.phy_offset,
                                       new_phy, req.size)
@@ -312,7 +315,7 @@ class CommitLogCleaner:
         try:
             await loop.run_in_executor(self._executor, _sync_paths, sorted(paths))
         except OSError as exc:  # a later sync may claim what this one lost: the store goes
-            self._store.take_offline(f"the cleaner's fdatasync of {len(paths)} ConsumeQueue "
+            self._parts.take_offline(f"the cleaner's fdatasync of {len(paths)} ConsumeQueue "
                                      f"files", exc)
             return False
         return True

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from commitgate.engine.commit_log import body_of
-
-if TYPE_CHECKING:
-    from commitgate.engine.message_store import MessageStore
+from commitgate.engine.partition_logs import PartitionLogs
+from commitgate.engine.store_parts import StoreParts
 
 
 @dataclass(slots=True)
@@ -35,28 +33,28 @@ class KeyBatches:
     entries_read: int = 0  # CommitLog entries read for them: never more than the hits
 
 
-async def find_key(store: MessageStore, topic: str, key: bytes, begin_ms: int, end_ms: int,
-                   max_count: int) -> KeyBatches:
+async def find_key(parts: StoreParts | None, topic: str, key: bytes, begin_ms: int,
+                   end_ms: int, max_count: int) -> KeyBatches:
     """``key_batches`` on a thread, once the IndexBuilder has (boundedly) caught up with what
     was appended before the call: the IndexFiles and CommitLog are mappings whose pages may
-    have to come from disk."""
-    if store.index is None or not store.index.enabled:
+    have to come from disk. ``parts`` is None before the store is open."""
+    if parts is None or not parts.index.enabled:
         return KeyBatches()
-    await store.index.catch_up(store.dispatcher.dispatched_offset)
-    return await asyncio.to_thread(key_batches, store, topic, key, begin_ms, end_ms, max_count)
+    await parts.index.catch_up(parts.dispatcher.dispatched_offset)
+    return await asyncio.to_thread(key_batches, parts, topic, key, begin_ms, end_ms, max_count)
 
 
-def key_batches(store: MessageStore, topic: str, key: bytes, begin_ms: int, end_ms: int,
+def key_batches(parts: StoreParts, topic: str, key: bytes, begin_ms: int, end_ms: int,
                 max_count: int) -> KeyBatches:
     """Up to ``max_count`` batches of ``topic`` that may hold ``key``, stored in
     [begin_ms, end_ms], newest first, each once (a batch the CommitLog cleaner relocated is
     indexed twice until its old segment goes)."""
     result = KeyBatches()
-    phys = store.index.query(topic.encode() + b"#" + key, begin_ms, end_ms, max_count)
+    phys = parts.index.query(topic.encode() + b"#" + key, begin_ms, end_ms, max_count)
     result.index_hits = len(phys)
     seen: set[tuple[int, int]] = set()
     for phy in phys:
-        found = _batch_at(store, topic, phy, begin_ms, end_ms)
+        found = _batch_at(parts.logs, topic, phy, begin_ms, end_ms)
         result.entries_read += 1
         if found is not None and (found.partition, found.base_offset) not in seen:
             seen.add((found.partition, found.base_offset))
@@ -64,19 +62,19 @@ def key_batches(store: MessageStore, topic: str, key: bytes, begin_ms: int, end_
     return result
 
 
-def _batch_at(store: MessageStore, topic: str, phy: int, begin_ms: int, end_ms: int
+def _batch_at(logs: PartitionLogs, topic: str, phy: int, begin_ms: int, end_ms: int
               ) -> KeyBatch | None:
     """The batch at CommitLog offset ``phy`` when it is ``topic``'s, live and in the range."""
-    req, size = store.commit_log.decode(phy, check_crc=False)
+    req, size = logs.commit_log.decode(phy, check_crc=False)
     if req is None or req.topic != topic or not begin_ms <= req.store_timestamp <= end_ms:
         return None
-    record = store.topic(topic)
+    record = logs.table.get(topic)
     if record is None or req.partition >= record.partitions or phy < record.created_phy:
         return None  # a deleted topic, or an earlier topic of the same name
-    log_start = store.log_start_offset(topic, req.partition)
+    log_start = logs.log_start_offset(topic, req.partition)
     if req.queue_offset + req.offset_count <= log_start:
         return None  # every record of the batch lies below the log start
-    entry = store.commit_log.entry(phy, size)
+    entry = logs.commit_log.entry(phy, size)
     if entry is None:
         return None
     return KeyBatch(req.partition, req.queue_offset, req.store_timestamp, log_start,

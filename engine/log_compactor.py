@@ -23,30 +23,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from commitgate.engine.commit_log import (
-    body_of,
-)
-from commitgate.engine.commit_log_cleaner import SLICE_S
-from commitgate.engine.config import StoreConfig
+from commitgate.engine.commit_log import body_of
+from commitgate.engine.commit_log_cleaner import SLICE_S, CommitLogCleaner
+from commitgate.engine.consume_queue import ConsumeQueue
 from commitgate.engine.status import StoreStatus
-from commitgate.engine.topic_table import TopicRecord
-
-if TYPE_CHECKING:
-    from commitgate.engine.commit_log_cleaner import CommitLogCleaner
-    from commitgate.engine.consume_queue import ConsumeQueue
-    from commitgate.engine.message_store import MessageStore
+from commitgate.engine.store_parts import StoreParts
+from commitgate.engine.topic_table import TopicRecord, cleanup_policy
 
 log = logging.getLogger(__name__)
 
 MAP_ENTRY_BYTES = 24  # as Kafka counts its offset map: a 16-byte key hash and an 8-byte offset
 CHUNK_BYTES = 8 << 20  # rewritten batches made durable (one fdatasync) before units move
-
-
-def cleanup_policy(topic: TopicRecord, config: StoreConfig) -> set[str]:
-    value = topic.configs.get("cleanup.policy", config.log_cleanup_policy)
-    return {item.strip() for item in value.split(",") if item.strip()}
 
 
 @dataclass(slots=True)
@@ -60,12 +48,12 @@ class Pointing:
 
 
 class LogCompactor:
-    def __init__(self, store: MessageStore, config: StoreConfig, cleaner: CommitLogCleaner
-                 ) -> None:
-        self._store = store
-        self._config = config
+    def __init__(self, parts: StoreParts, cleaner: CommitLogCleaner) -> None:
+        self._parts = parts
+        self._logs = parts.logs
+        self._config = parts.config
         self._cleaner = cleaner
-        self._max_keys = max(1, config.cleaner_dedupe_buffer_size // MAP_ENTRY_BYTES)
+        self._max_keys = max(1, parts.config.cleaner_dedupe_buffer_size // MAP_ENTRY_BYTES)
         self._clean_sizes: dict[tuple[str, int], tuple[int, int, int]] = {}  # start, end, bytes
         self.cleaned_partitions = 0
         self.rewritten_batches = 0
@@ -83,11 +71,12 @@ class LogCompactor:
     async def run(self, now_ms: int) -> int:
         """Clean every compacted partition that is due; returns how many were cleaned."""
         cleaned = 0
-        for topic in list(self._store.topics()):
+        table = self._logs.table
+        for topic in list(table.topics.values()):
             if "compact" not in cleanup_policy(topic, self._config):
                 continue
             for partition in range(topic.partitions):
-                if self._cleaner.stopping or self._store.table.get(topic.name) is not topic:
+                if self._cleaner.stopping or table.get(topic.name) is not topic:
                     return cleaned
                 window = self._due(topic, partition, now_ms)
                 if window is not None and await self.clean(topic, partition, *window, now_ms):
@@ -98,14 +87,14 @@ class LogCompactor:
 
     def _due(self, topic: TopicRecord, partition: int, now_ms: int) -> tuple[int, int] | None:
         """(first dirty offset, cleanable end) when the partition should be cleaned."""
-        store, config = self._store, self._config
-        queue = store.queues.get(topic.name, partition)
-        start, end = store.log_start_offset(topic.name, partition), queue.max_offset
+        logs, config = self._logs, self._config
+        queue = logs.queues.get(topic.name, partition)
+        start, end = logs.log_start_offset(topic.name, partition), queue.max_offset
         if end - start < 2:
             return None
         dirty_from = max(topic.cleaned_offsets.get(partition, 0), start)
         lag = self._setting(topic, "min.compaction.lag.ms", config.min_compaction_lag_ms)
-        last_base = store.batch_base(queue, end - 1)
+        last_base = logs.batch_base(queue, end - 1)
         young = queue.search_offset(lambda unit: unit[2] > now_ms - lag, dirty_from)
         cleanable_end = min(last_base, young)
         if self.stable_end is not None:
@@ -115,7 +104,7 @@ class LogCompactor:
         max_lag = self._setting(topic, "max.compaction.lag.ms", config.max_compaction_lag_ms)
         if queue.get(dirty_from)[2] < now_ms - max_lag:
             return dirty_from, cleanable_end  # a dirty record waited too long
-        dirty = store.bytes_between(queue, dirty_from, cleanable_end)
+        dirty = logs.bytes_between(queue, dirty_from, cleanable_end)
         total = dirty + self._clean_bytes(topic, partition, start, dirty_from)
         ratio = self._setting(topic, "min.cleanable.dirty.ratio",
                               config.min_cleanable_dirty_ratio)
@@ -127,8 +116,8 @@ class LogCompactor:
         key = (topic.topic_id, partition)
         cached = self._clean_sizes.get(key)
         if cached is None or cached[:2] != (start, end):
-            queue = self._store.queues.get(topic.name, partition)
-            cached = (start, end, self._store.bytes_between(queue, start, end))
+            queue = self._logs.queues.get(topic.name, partition)
+            cached = (start, end, self._logs.bytes_between(queue, start, end))
             self._clean_sizes[key] = cached
         return cached[2]
 
@@ -136,8 +125,8 @@ class LogCompactor:
 
     async def clean(self, topic: TopicRecord, partition: int, dirty_from: int, end: int,
                     now_ms: int) -> bool:
-        store = self._store
-        queue = store.queues.get(topic.name, partition)
+        table = self._logs.table
+        queue = self._logs.queues.get(topic.name, partition)
         last, end = await self._offset_map(topic, queue, dirty_from, end)
         if end <= dirty_from:
             return False
@@ -155,9 +144,9 @@ class LogCompactor:
         touched = await self._rewrite(topic, queue, end, keep)
         if touched is None or not await self._cleaner.sync_queue_files(touched):
             return False
-        if store.table.get(topic.name) is topic:
+        if table.get(topic.name) is topic:
             topic.cleaned_offsets[partition] = end
-            store.table.save()
+            table.save()
         self.cleaned_partitions += 1
         log.info("compaction: cleaned %s-%d up to offset %d (%d keys)", topic.name, partition,
                  end, len(last))
@@ -167,11 +156,11 @@ class LogCompactor:
                           end: int) -> tuple[dict[bytes, int], int]:
         """Each key's last offset in [dirty_from, end), and where the map stopped (before end
         when it filled up, as Kafka's cleaner cleans in parts)."""
-        store, body_format = self._store, self._store.body_format
+        logs, body_format = self._logs, self._parts.body_format
         last: dict[bytes, int] = {}
         deadline = time.monotonic() + SLICE_S
         offset = dirty_from
-        for entry, after in store.batch_entries(queue, dirty_from, end):
+        for entry, after in logs.batch_entries(queue, dirty_from, end):
             if len(last) >= self._max_keys:
                 return last, offset
             body = body_of(entry)
@@ -194,8 +183,8 @@ class LogCompactor:
                        ) -> set[Path] | None:
         """Rewrite the batches of [log start, end) through ``keep``; returns the queue files
         written (to sync), or None when it stopped on an error."""
-        store = self._store
-        start = store.log_start_offset(topic.name, queue.partition)
+        logs, body_format = self._logs, self._parts.body_format
+        start = logs.log_start_offset(topic.name, queue.partition)
         touched: set[Path] = set()
         pending: list[Pointing] = []
         run_lo: int | None = None  # start of the offsets of dropped batches not yet pointed
@@ -203,10 +192,10 @@ class LogCompactor:
         deadline = time.monotonic() + SLICE_S
         dying: list[tuple[int, int]] = []  # old entries of this chunk's rewritten batches
         copies: list[tuple[int, int]] = []  # this chunk's new entries
-        for entry, after in store.batch_entries(queue, start, end):
+        for entry, after in logs.batch_entries(queue, start, end):
             body = body_of(entry)
             result = None if self._aborted(topic, queue.partition, body) \
-                else store.body_format.compact(body, keep)
+                else body_format.compact(body, keep)
             if result is None:  # nothing kept: its offsets point at the next batch kept
                 run_lo = covered if run_lo is None else run_lo
                 covered = after
@@ -250,11 +239,11 @@ class LogCompactor:
 
     def _bury(self, entries: list[tuple[int, int]]) -> None:
         for phy, size in entries:
-            self._store.commit_log.ledger.died(phy, size)
+            self._logs.commit_log.ledger.died(phy, size)
 
     def _append(self, entry: memoryview, body: bytes) -> tuple[int, int] | None:
         """Append a rewritten batch as a copy of ``entry``: (phy, size), or None."""
-        req, _ = self._store.commit_log.decode(_phy_and_size(entry)[0], check_crc=False)
+        req, _ = self._logs.commit_log.decode(_phy_and_size(entry)[0], check_crc=False)
         return self._cleaner.copy_entry(req, body)
 
     async def _apply(self, topic: TopicRecord, queue: ConsumeQueue, pending: list[Pointing],
@@ -265,14 +254,13 @@ class LogCompactor:
         if not pending:
             self._bury(dying)
             return True
-        store = self._store
-        status = await store.flush_service.sync_to(store.commit_log.max_offset)
+        status = await self._parts.flush_service.sync_to(self._logs.commit_log.max_offset)
         if status is not StoreStatus.OK:
             log.error("compaction: %s-%d: the cleaned batches could not be synced (%s)",
                       topic.name, queue.partition, status.value)
             self._bury(copies)
             return False
-        if store.table.get(topic.name) is not topic:
+        if self._logs.table.get(topic.name) is not topic:
             return False  # deleted meanwhile (the ledger was invalidated with it)
         try:
             if pending[-1].hi > queue.pending_from:

@@ -2,27 +2,23 @@
 
 It owns the CommitLog, the ConsumeQueues, the IndexFiles, the flush services and the topic
 table; every state change happens on the event loop that opened it. Expected outcomes come
-back as ``StoreStatus`` values; exceptions mean a bug or a damaged store.
+back as ``StoreStatus`` values; exceptions mean a bug or a damaged store. Appends, reads and
+the store's life cycle are here; topic changes are TopicAdmin's, the walks over a partition's
+batches PartitionLogs', and the lifecycle services (retention, the CommitLog cleaner, the log
+compactor, the key query) work on the StoreParts the store hands them, never on the store.
 """
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 import errno
-import fcntl
 import logging
 import os
-import shutil
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from pathlib import Path
 
 from commitgate.engine.allocate_mapped_file_service import AllocateMappedFileService
 from commitgate.engine.body_format import BodyFormat
 from commitgate.engine.checkpoint import StoreCheckpoint
 from commitgate.engine.commit_log import (
-    COUNT_AND_BASE,
     PREFIX_SIZE,
     CommitLog,
     DispatchRequest,
@@ -30,35 +26,32 @@ from commitgate.engine.commit_log import (
     topic_trailer,
 )
 from commitgate.engine.config import FlushDiskType, StoreConfig
-from commitgate.engine.consume_queue import ConsumeQueue, UnitReader
+from commitgate.engine.consume_queue import ConsumeQueue
 from commitgate.engine.consume_queue_store import ConsumeQueueStore
+from commitgate.engine.data_directory import check_volume, lock_directory
 from commitgate.engine.dispatcher import Dispatcher
 from commitgate.engine.file_handle_cache import FileHandleCache, default_capacity
 from commitgate.engine.flush_commit_log_service import FlushCommitLogService
 from commitgate.engine.flush_consume_queue_service import FlushConsumeQueueService
 from commitgate.engine.group_commit_service import GroupCommitService
 from commitgate.engine.index_builder import IndexBuilder
-from commitgate.engine.key_query import find_key
-from commitgate.engine.log_compactor import cleanup_policy
+from commitgate.engine.key_query import KeyBatches, find_key
 from commitgate.engine.mapped_file_queue import MappedFileQueue
+from commitgate.engine.partition_logs import PartitionLogs
 from commitgate.engine.partition_sizes import PartitionSizes
 from commitgate.engine.paths import StorePaths
-from commitgate.engine.record_search import NOTHING, RecordSearch
+from commitgate.engine.record_search import RecordSearch, timestamp_search, timestamp_searches
 from commitgate.engine.recovery import RecoveryReport, recover
 from commitgate.engine.retention_service import RetentionService
-from commitgate.engine.segment_ledger import StartMove
 from commitgate.engine.status import AppendResult, ReadResult, StoreStatus, TopicResult
+from commitgate.engine.store_parts import StoreParts
 from commitgate.engine.supervision import Supervisor
-from commitgate.engine.topic_table import TopicRecord, TopicTable, topic_name_error
+from commitgate.engine.topic_admin import TopicAdmin
+from commitgate.engine.topic_table import TopicRecord, TopicTable, cleanup_policy
 
 log = logging.getLogger(__name__)
 
 TIMESTAMP_TYPE, LOG_APPEND_TIME = "message.timestamp.type", "LogAppendTime"
-
-
-# A data directory's filesystem must hold this many CommitLog segments: the one written, the
-# pre-allocated next one, the cleaner's reserve and one of data.
-MIN_SEGMENTS_ON_VOLUME = 4
 
 
 def _internal_error(topic: str, partition: int, offset: int) -> AppendResult:
@@ -66,14 +59,6 @@ def _internal_error(topic: str, partition: int, offset: int) -> AppendResult:
     return AppendResult(StoreStatus.INTERNAL_ERROR,
                         error=f"{topic}-{partition}: the batch at offset {offset} could not be "
                               f"stored (an internal error, logged by the broker)")
-
-
-class StoreLocked(Exception):
-    """Another process has the data directory open."""
-
-
-class VolumeTooSmall(Exception):
-    """The data directory's filesystem cannot hold the store's segments."""
 
 
 class MessageStore:
@@ -95,11 +80,13 @@ class MessageStore:
         self.queues = ConsumeQueueStore(self.paths, config.consumequeue_entries_per_file,
                                         self.handles)
         self.dispatcher = Dispatcher(self.queues)
+        self.logs = PartitionLogs(self.commit_log, self.queues, self.table)
         self.checkpoint: StoreCheckpoint | None = None
         self.flush_service: GroupCommitService | FlushCommitLogService | None = None
         self.consumequeue_flush_service: FlushConsumeQueueService | None = None
         self.index: IndexBuilder | None = None
         self.retention: RetentionService | None = None
+        self._parts: StoreParts | None = None  # what the lifecycle services work on, once open
         self._trailers: dict[str, bytes] = {}
         self._lock_fd = -1
         self._logged_spell = 0  # the CommitLog's last refusal spell that was logged
@@ -108,28 +95,30 @@ class MessageStore:
         # saved there: what it would replay may be in that segment alone.
         self.before_segment_delete: list[Callable[[], Awaitable[bool]]] = []
         self.open_ = False
-        self._topic_changes = asyncio.Lock()  # creations, growths, deletions off the loop
-        self.sizes = PartitionSizes(self)  # DescribeLogDirs
+        self.sizes = PartitionSizes(self.logs)  # DescribeLogDirs
         self.dispatcher.listeners.append(self.sizes.on_dispatch)
+        self.logs.start_listeners.append(self.sizes.moved)
+        self.topic_admin = TopicAdmin(self.logs, self.paths, lambda: self.offline_reason,
+                                      self._topic_deleted, lambda: self.retention.wake())
 
     # ---- life cycle -------------------------------------------------------------------------
 
     async def open(self) -> RecoveryReport:
         """Lock the directory, load and recover the files, start the background services."""
         self.paths.root.mkdir(parents=True, exist_ok=True)
-        self._check_volume()
-        self._lock_directory()
+        check_volume(self.paths, self.config.commitlog_segment_bytes)
+        self._lock_fd = lock_directory(self.paths)
         self.table.load()
-        self._remove_queue_files_aside()
+        self.topic_admin.remove_queue_files_aside()
         self.checkpoint = StoreCheckpoint(self.paths.checkpoint)
         clean = not self.paths.abort.exists()
         self.commit_log.queue.load()
         self.queues.load_ends()
         report = recover(self.commit_log, self.queues, self.dispatcher, self.table,
                          self.checkpoint, clean=clean)
-        self.queues.log_start = self._logical_start
+        self.queues.log_start = self.logs.logical_start
         for queue in self.queues.loaded():
-            queue.start_at(self._logical_start(queue.topic, queue.partition))
+            queue.start_at(self.logs.logical_start(queue.topic, queue.partition))
         self.paths.abort.touch()
         self._start_services()
         self.open_ = True
@@ -183,24 +172,6 @@ class MessageStore:
         return MappedFileQueue(self.paths.commitlog, size,
                                lambda path, start, nxt: self._allocator.get(path, start, size, nxt))
 
-    def _check_volume(self) -> None:
-        stat = os.statvfs(self.paths.root)
-        size, segment = stat.f_blocks * stat.f_frsize, self.config.commitlog_segment_bytes
-        if size < MIN_SEGMENTS_ON_VOLUME * segment:
-            raise VolumeTooSmall(
-                f"{self.paths.root} is on a filesystem of {size} bytes, which cannot hold "
-                f"{MIN_SEGMENTS_ON_VOLUME} CommitLog segments of {segment} bytes (the one "
-                f"written, the next one, the cleaner's reserve, data): set "
-                f"commitlog.segment.bytes to {size // MIN_SEGMENTS_ON_VOLUME} or less")
-
-    def _lock_directory(self) -> None:
-        self._lock_fd = os.open(self.paths.lock, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(self._lock_fd)
-            raise StoreLocked(f"{self.paths.root} is in use by another process") from None
-
     def _start_services(self) -> None:
         cfg = self.config
         if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
@@ -216,7 +187,11 @@ class MessageStore:
         self.index = IndexBuilder(self.paths.index, self.commit_log, self.body_format,
                                   self.checkpoint, cfg, self.dispatcher.end_cell)
         self.index.start(self.supervisor)
-        self.retention = RetentionService(self, cfg)
+        self._parts = StoreParts(cfg, self.body_format, self.logs, self.dispatcher,
+                                 self.flush_service, self.index, self.supervisor, self.store_host,
+                                 self.before_segment_delete, self.take_offline,
+                                 lambda: self.offline_reason)
+        self.retention = RetentionService(self._parts)
         self.retention.start()
 
     # ---- faults -------------------------------------------------------------------------------
@@ -259,201 +234,52 @@ class MessageStore:
     def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None,
                      *, validate_only: bool = False, max_partitions: int | None = None
                      ) -> TopicResult:
-        checked = self._creatable(name, partitions, max_partitions)
-        if checked.status is not StoreStatus.OK or validate_only:
-            return checked
-        record = self._new_record(name, partitions, configs)
-        self.queues.create_dirs(name, range(partitions))
-        self.table.topics[name] = record
-        self.table.save()
-        log.info("created topic %s with %d partitions (id %s)", name, partitions, record.topic_id)
-        return TopicResult(StoreStatus.OK)
+        """Create a topic with its ConsumeQueue directories, on the caller's thread."""
+        return self.topic_admin.create_topic(name, partitions, configs,
+                                             validate_only=validate_only,
+                                             max_partitions=max_partitions)
 
     async def create_topic_off_loop(self, name: str, partitions: int,
                                     configs: dict[str, str] | None = None, *,
                                     max_partitions: int | None = None) -> TopicResult:
-        """``create_topic`` with the directories and the table's fsync on the table's thread;
-        requests see the topic once it is on disk. Topic changes off the loop run one at a
-        time: a creation racing another of the same name finds it there."""
-        async with self._topic_changes:
-            checked = self._creatable(name, partitions, max_partitions)
-            if checked.status is not StoreStatus.OK:
-                return checked
-            record = self._new_record(name, partitions, configs)
-            result = await self._save_pending(
-                record, lambda: self.queues.create_dirs(name, range(partitions)))
-        if result.status is StoreStatus.OK:
-            log.info("created topic %s with %d partitions (id %s)", name, partitions,
-                     record.topic_id)
-        return result
-
-    def _offline(self, name: str) -> TopicResult | None:
-        """Topic changes write the table and make files: refused, as appends are, offline."""
-        if not self.offline_reason:
-            return None
-        return TopicResult(StoreStatus.DISK_ERROR, f"topic '{name}': the log directory is "
-                                                   f"offline after an I/O error until a restart")
-
-    def _creatable(self, name: str, partitions: int, max_partitions: int | None) -> TopicResult:
-        offline = self._offline(name)
-        if offline is not None:
-            return offline
-        error = topic_name_error(name)
-        if error:
-            return TopicResult(StoreStatus.INVALID_TOPIC, error)
-        if name in self.table.topics or name in self.table.pending:
-            return TopicResult(StoreStatus.TOPIC_ALREADY_EXISTS, f"topic '{name}' already exists")
-        if partitions < 1:
-            return TopicResult(StoreStatus.INVALID_PARTITIONS,
-                               f"topic '{name}': partitions must be at least 1, got {partitions}")
-        return self._within_limit(name, partitions, max_partitions)
-
-    def _within_limit(self, name: str, adding: int, limit: int | None) -> TopicResult:
-        """KIP-578's max.broker.partitions: the partitions of all topics together."""
-        now = self.table.partition_count()
-        if limit is not None and now + adding > limit:
-            return TopicResult(StoreStatus.PARTITION_LIMIT, (
-                f"Adding {adding} partition(s) to topic '{name}' would take this broker to "
-                f"{now + adding} partitions ({now} now), over max.broker.partitions={limit}."))
-        return TopicResult(StoreStatus.OK)
-
-    def _new_record(self, name: str, partitions: int, configs: dict[str, str] | None
-                    ) -> TopicRecord:
-        return TopicRecord(name, partitions, configs=dict(configs or {}),
-                           created_phy=self.commit_log.max_offset)
-
-    async def _save_pending(self, record: TopicRecord, work: Callable[[], None]) -> TopicResult:
-        """Write the table with ``record`` pending (after ``work``, off the loop), then let
-        requests see it. A failure leaves the topic as it was."""
-        table = self.table
-        table.pending[record.name] = record
-        try:
-            await table.save_off_loop(work)
-        except OSError as exc:
-            log.error("writing topic %s with %d partitions failed: %s", record.name,
-                      record.partitions, exc)
-            table.pending.pop(record.name, None)
-            try:  # a save while it was pending may have written it
-                await table.save_off_loop()
-            except OSError:
-                pass  # logged above; the next save writes the table without it
-            return TopicResult(StoreStatus.DISK_ERROR, f"topic '{record.name}': {exc}")
-        except BaseException:
-            table.pending.pop(record.name, None)
-            raise
-        table.publish(record.name)
-        return TopicResult(StoreStatus.OK)
+        """``create_topic`` with the file system work on the topic table's thread."""
+        return await self.topic_admin.create_topic_off_loop(name, partitions, configs,
+                                                            max_partitions=max_partitions)
 
     def delete_topic(self, name: str) -> TopicResult:
-        if self.table.topics.pop(name, None) is None:
-            return TopicResult(StoreStatus.UNKNOWN_TOPIC_OR_PARTITION, f"no topic '{name}'")
-        self.table.save()
-        self._forget_topic(name)
-        return TopicResult(StoreStatus.OK)
+        """Delete a topic and its ConsumeQueue files, on the caller's thread."""
+        return self.topic_admin.delete_topic(name)
 
     async def delete_topic_off_loop(self, name: str) -> TopicResult:
-        """``delete_topic`` with the file system work on the table's thread: requests stop
-        seeing the topic at once, the answer comes once the table is synced without it, and
-        its ConsumeQueue directory, renamed aside on the loop (one rename: a directory per
-        partition took 1 ms each to remove here, 20 s for 20,000), is removed after."""
-        async with self._topic_changes:
-            if self.table.topics.pop(name, None) is None:
-                return TopicResult(StoreStatus.UNKNOWN_TOPIC_OR_PARTITION, f"no topic '{name}'")
-            aside = self._queue_files_aside(name)
-            try:
-                await self.table.save_off_loop()
-            except OSError as exc:
-                log.error("saving the topic table without %s failed: %s", name, exc)
-                return TopicResult(StoreStatus.DISK_ERROR, f"topic '{name}': {exc}")
-            finally:
-                self._forget_topic(name)
-                if aside is not None:
-                    self.table.run_later(lambda: shutil.rmtree(aside, ignore_errors=True))
-        return TopicResult(StoreStatus.OK)
-
-    def _remove_queue_files_aside(self) -> None:
-        """Directories of deleted topics a stop came before the removal of (off the loop)."""
-        queues = self.paths.consumequeue
-        for aside in queues.glob("~deleted~*") if queues.is_dir() else ():
-            self.table.run_later(lambda path=aside: shutil.rmtree(path, ignore_errors=True))
-
-    def _queue_files_aside(self, name: str) -> Path | None:
-        """Rename a topic's ConsumeQueue directory to a name no topic can have (``~``)."""
-        directory = self.paths.consumequeue_topic_dir(name)
-        aside = directory.with_name(f"~deleted~{name}~{uuid.uuid4().hex}")
-        try:
-            directory.rename(aside)
-        except OSError as exc:  # none (no partition had one), or it is removed on the loop
-            if not isinstance(exc, FileNotFoundError):
-                log.warning("could not move %s aside: %s", directory, exc)
-            return None
-        return aside
-
-    def _forget_topic(self, name: str) -> None:
-        self.queues.delete_topic(name)
-        self.sizes.forget(name)
-        self._trailers.pop(name, None)
-        self.commit_log.ledger.invalidate()  # its entries died: the next pass walks again
-        log.info("deleted topic %s", name)
-        if self.commit_log.refusing:  # its space may end the refusal: clean now
-            self.retention.wake()
+        """``delete_topic`` with the file system work on the topic table's thread."""
+        return await self.topic_admin.delete_topic_off_loop(name)
 
     def create_partitions(self, name: str, total: int, *, validate_only: bool = False,
                           max_partitions: int | None = None) -> TopicResult:
-        checked = self._growable(name, total, max_partitions)
-        if checked.status is StoreStatus.OK and not validate_only:
-            record = self.table.topics[name]
-            self.queues.create_dirs(name, range(record.partitions, total))
-            record.partitions = total
-            self.table.save()
-        return checked
+        """Grow a topic to ``total`` partitions, on the caller's thread."""
+        return self.topic_admin.create_partitions(name, total, validate_only=validate_only,
+                                                  max_partitions=max_partitions)
 
     async def create_partitions_off_loop(self, name: str, total: int, *,
                                          max_partitions: int | None = None) -> TopicResult:
-        """``create_partitions`` with the directories and the table's fsync on the table's
-        thread; requests see the new partitions once they are on disk."""
-        async with self._topic_changes:
-            checked = self._growable(name, total, max_partitions)
-            if checked.status is not StoreStatus.OK:
-                return checked
-            old = self.table.topics[name].partitions
-            grown = dataclasses.replace(self.table.topics[name], partitions=total)
-            return await self._save_pending(
-                grown, lambda: self.queues.create_dirs(name, range(old, total)))
+        """``create_partitions`` with the file system work on the topic table's thread."""
+        return await self.topic_admin.create_partitions_off_loop(name, total,
+                                                                 max_partitions=max_partitions)
 
-    def _growable(self, name: str, total: int, max_partitions: int | None) -> TopicResult:
-        offline = self._offline(name)
-        if offline is not None:
-            return offline
-        record = self.table.get(name)
-        if record is None:
-            return TopicResult(StoreStatus.UNKNOWN_TOPIC_OR_PARTITION, f"no topic '{name}'")
-        if total <= record.partitions:
-            return TopicResult(StoreStatus.INVALID_PARTITIONS,
-                               f"topic '{name}' has {record.partitions} partitions; "
-                               f"the new count {total} must be larger")
-        return self._within_limit(name, total - record.partitions, max_partitions)
+    def alter_topic_configs(self, name: str, changes: dict[str, str | None], *,
+                            save: bool = True) -> TopicResult:
+        """Set (value) or remove (None) topic configs; ``save=False``: the caller saves."""
+        return self.topic_admin.alter_topic_configs(name, changes, save=save)
 
     def compacted(self, name: str) -> bool:
         """Whether the topic's cleanup.policy includes compact (its records need keys)."""
         record = self.table.get(name)
         return record is not None and "compact" in cleanup_policy(record, self.config)
 
-    def alter_topic_configs(self, name: str, changes: dict[str, str | None], *,
-                            save: bool = True) -> TopicResult:
-        """Set (value) or remove (None) topic configs; the store reads retention and timestamps.
-        With ``save=False`` the caller writes the table (``table.save_off_loop``)."""
-        record = self.table.get(name)
-        if record is None:
-            return TopicResult(StoreStatus.UNKNOWN_TOPIC_OR_PARTITION, f"no topic '{name}'")
-        for key, value in changes.items():
-            if value is None:
-                record.configs.pop(key, None)
-            else:
-                record.configs[key] = value
-        if save:
-            self.table.save()
-        return TopicResult(StoreStatus.OK)
+    def _topic_deleted(self, name: str) -> None:
+        """Forget what the store keeps of a deleted topic (TopicAdmin calls it)."""
+        self.sizes.forget(name)
+        self._trailers.pop(name, None)
 
     # ---- data -----------------------------------------------------------------------------------
 
@@ -555,10 +381,11 @@ class MessageStore:
         """Batches from the one holding ``offset`` on, up to ``max_bytes`` (at least one batch
         when ``min_one``), as zero-copy slices of the CommitLog; with ``upto``, only batches
         that end at or before that offset (a reader's stable offset)."""
-        queue, status = self._queue(topic, partition)
+        logs = self.logs
+        queue, status = logs.queue(topic, partition)
         if queue is None:
             return ReadResult(status)
-        start, end = self._log_start(queue), self._readable_end(queue)
+        start, end = logs.log_start(queue), self._readable_end(queue)
         result = ReadResult(StoreStatus.OK, [], offset, start, end)
         # offsets past ``end`` (offline: not durable) read as nothing yet, as above Kafka's
         # high watermark; out of range is past the queue's end only
@@ -568,7 +395,7 @@ class MessageStore:
         total = 0
         buffers = result.buffers
         limit = end if upto is None else min(end, upto)
-        for entry, after in self._entries(queue, offset):
+        for entry, after in logs.entries(queue, offset):
             body = body_of(entry)
             if after > limit or total + len(body) > max_bytes and (buffers or not min_one):
                 break
@@ -579,13 +406,13 @@ class MessageStore:
         return result
 
     def log_start_offset(self, topic: str, partition: int) -> int:
-        queue, _ = self._queue(topic, partition)
-        return -1 if queue is None else self._log_start(queue)
+        """The partition's first offset readers see, or -1 when unknown."""
+        return self.logs.log_start_offset(topic, partition)
 
     def log_end_offset(self, topic: str, partition: int) -> int:
         """The end readers see: the queue's end, or while offline the end of what was
         durable (Kafka's high watermark, which readers never pass)."""
-        queue, _ = self._queue(topic, partition)
+        queue, _ = self.logs.queue(topic, partition)
         return -1 if queue is None else self._readable_end(queue)
 
     def _readable_end(self, queue: ConsumeQueue) -> int:
@@ -615,172 +442,42 @@ class MessageStore:
 
     def max_timestamp_search(self, topic: str, partition: int) -> RecordSearch:
         """The batch holding the record with the largest timestamp, to decode."""
-        return self._timestamp_search(topic, partition, None, -1)
+        return timestamp_search(self.logs, self.body_format, topic, partition, None, -1)
 
     def timestamp_searches(self, topic: str, partition: int, timestamp: int
                            ) -> Iterator[RecordSearch]:
-        """The batches to decode, in turn, until one has a record at or after ``timestamp``
-        (at or past the log start): the first whose max timestamp reaches it, found by a binary
-        search over the units' running maximum; the ones after only when the first held the
-        log start and had no such record past it (then they are read as Kafka scans on)."""
-        offset = -1
-        while offset is not None:
-            search = self._timestamp_search(topic, partition, timestamp, offset)
-            if search.body is None:
-                return
-            yield search
-            offset = search.next_offset
-
-    def _timestamp_search(self, topic: str, partition: int, timestamp: int | None,
-                          offset: int) -> RecordSearch:
-        """The batch holding the first record at or after ``timestamp`` from ``offset`` on
-        (None: the record with the largest timestamp)."""
-        queue, _ = self._queue(topic, partition)
-        if queue is None:
-            return NOTHING
-        start = max(self._log_start(queue), offset)
-        target = queue.last_tags if timestamp is None else timestamp
-        first = queue.search_offset(lambda unit: unit[2] >= target, start)
-        phy, size, _ = queue.get(first) if first < queue.max_offset else (0, 0, 0)
-        entry = self.commit_log.entry(phy, size) if size else None
-        if entry is None:
-            return NOTHING
-        body, body_format = body_of(entry), self.body_format
-        if timestamp is None:
-            return RecordSearch(body, body_format.max_timestamp_offset)
-        # found at the start: the running maximum may come from below it, and the batch may
-        # hold the start with its qualifying records below: the next batch may be needed
-        count, base = COUNT_AND_BASE.unpack_from(entry, 16)
-        return RecordSearch(body, lambda b: body_format.offset_for_timestamp(b, timestamp, start),
-                            max(base + count, first + 1) if first == start else None)
+        """The batches to decode, in turn, until one has a record at or after ``timestamp``."""
+        return timestamp_searches(self.logs, self.body_format, topic, partition, timestamp)
 
     def delete_records(self, topic: str, partition: int, before: int) -> tuple[StoreStatus, int]:
         """Advance the log start offset to ``before`` (-1: the end); returns the new one."""
-        result = self._delete_records(topic, partition, before)
-        if result[0] is StoreStatus.OK:
-            self.table.save()
-        return result
+        return self.topic_admin.delete_records(topic, partition, before)
 
     async def delete_records_off_loop(self, wanted: list[tuple[str, int, int]]
                                       ) -> list[tuple[StoreStatus, int]]:
         """``delete_records`` of (topic, partition, before) each, with one save of the table,
         on its thread."""
-        results = [self._delete_records(*one) for one in wanted]
-        if any(status is StoreStatus.OK for status, _ in results):
-            await self.table.save_off_loop()
-        return results
-
-    def _delete_records(self, topic: str, partition: int, before: int
-                        ) -> tuple[StoreStatus, int]:
-        queue, status = self._queue(topic, partition)
-        if queue is None:
-            return status, -1
-        if self.offline_reason:
-            return StoreStatus.DISK_ERROR, -1
-        target = queue.max_offset if before == -1 else before
-        if not 0 <= target <= queue.max_offset:
-            return StoreStatus.OFFSET_OUT_OF_RANGE, self._log_start(queue)
-        self.advance_log_start(topic, partition, target)
-        if self.commit_log.refusing:
-            self.retention.wake()
-        return StoreStatus.OK, self._log_start(queue)
-
-    def advance_log_start(self, topic: str, partition: int, offset: int) -> None:
-        """Move the logical log start forward (never back); the caller saves the table. The
-        CommitLog cleaner counts what died and deletes the queue files wholly below later,
-        a slice at a time (a big move would hold the loop)."""
-        record = self.table.topics[topic]
-        starts = record.log_start_offsets
-        if offset > starts.get(partition, 0):
-            old = self.log_start_offset(topic, partition)
-            starts[partition] = offset
-            self.commit_log.ledger.moves.append(StartMove(topic, partition, old, offset, record))
-            self.sizes.moved(topic, partition, self.log_start_offset(topic, partition))
+        return await self.topic_admin.delete_records_off_loop(wanted)
 
     async def lookup_key(self, topic: str, key: bytes, begin_ms: int = 0, end_ms: int = 2**62,
                          max_count: int = 64) -> list[tuple[int, int]]:
         """(partition, base offset) of batches holding a record with ``key``, newest first.
         Waits (boundedly) for the IndexFile builder to reach what was appended before the call."""
-        found = await find_key(self, topic, key, begin_ms, end_ms, max_count)
+        found = await self.key_batches(topic, key, begin_ms, end_ms, max_count)
         return [(b.partition, b.base_offset) for b in found.batches
                 if key in self.body_format.keys(b.body)]
 
+    async def key_batches(self, topic: str, key: bytes, begin_ms: int = 0, end_ms: int = 2**62,
+                          max_count: int = 64) -> KeyBatches:
+        """The batches that may hold ``key``, newest first, for a caller that decodes them."""
+        return await find_key(self._parts, topic, key, begin_ms, end_ms, max_count)
+
     def iter_batches(self, from_phy: int
                      ) -> Iterator[tuple[str, int, int, memoryview, int]] | None:
-        """Stored batches of existing topics from CommitLog offset ``from_phy`` on (or from the
-        oldest segment kept), as (topic, partition, base offset, body, entry end): what state
-        kept beside the store (idempotent producers) is rebuilt from at start. Copies the
-        cleaner or the compactor made come too, after newer batches of their partition (their
-        originals may be gone): the caller keeps a batch only above the last it has. None when
-        ``from_phy`` lies past the CommitLog end: recovery cut off a tail the caller had seen."""
-        commit_log = self.commit_log
-        if from_phy > commit_log.max_offset:
-            return None
-
-        def stored() -> Iterator[tuple[str, int, int, memoryview, int]]:
-            for req in commit_log.iter_entries(max(from_phy, commit_log.min_offset),
-                                               check_crc=False):
-                topic = self.table.topics.get(req.topic)
-                if topic is None or req.partition >= topic.partitions or \
-                        req.phy_offset < topic.created_phy:
-                    continue  # a deleted topic, or an earlier topic of the same name
-                yield (req.topic, req.partition, req.queue_offset,
-                       commit_log.body(req.phy_offset, req.size), req.phy_offset + req.size)
-        return stored()
+        """Stored batches from CommitLog offset ``from_phy`` on (PartitionLogs.stored_batches):
+        what state kept beside the store (idempotent producers) is rebuilt from at start."""
+        return self.logs.stored_batches(from_phy)
 
     def add_dispatch_listener(self, listener: Callable[[DispatchRequest], None]) -> None:
         """Called after every append is dispatched (wakes parked fetches)."""
         self.dispatcher.listeners.append(listener)
-
-    # ---- helpers --------------------------------------------------------------------------------
-
-    def batch_entries(self, queue: ConsumeQueue, offset: int, end: int
-                      ) -> Iterator[tuple[memoryview, int]]:
-        """``_entries`` of the batches that begin below ``end`` (the log compactor's walk)."""
-        for entry, after in self._entries(queue, offset):
-            yield entry, after
-            if after >= end:
-                return
-
-    def batch_base(self, queue: ConsumeQueue, offset: int) -> int:
-        """The base offset of the batch holding ``offset``."""
-        phy, size, _ = queue.get(offset)
-        entry = self.commit_log.entry(phy, size)
-        return offset if entry is None else COUNT_AND_BASE.unpack_from(entry, 16)[1]
-
-    def bytes_between(self, queue: ConsumeQueue, lo: int, hi: int) -> int:
-        """CommitLog bytes of the batches that begin in [lo, hi): one step per batch."""
-        return sum(len(entry) for entry, _ in self.batch_entries(queue, lo, hi)) if lo < hi \
-            else 0
-
-    def _entries(self, queue: ConsumeQueue, offset: int) -> Iterator[tuple[memoryview, int]]:
-        """The CommitLog entries of a partition's batches from the one holding ``offset`` on,
-        each with the offset after its batch."""
-        end = queue.max_offset
-        units = UnitReader(queue)
-        while offset < end:
-            phy, size, _ = units.get(offset)
-            entry = self.commit_log.entry(phy, size) if size else None
-            if entry is None:
-                return
-            count, base = COUNT_AND_BASE.unpack_from(entry, 16)
-            offset = max(base + count, offset + 1)
-            yield entry, offset
-
-    def _queue(self, topic: str, partition: int) -> tuple[ConsumeQueue | None, StoreStatus]:
-        record = self.table.topics.get(topic)
-        if record is None or not 0 <= partition < record.partitions:
-            return None, StoreStatus.UNKNOWN_TOPIC_OR_PARTITION
-        return self.queues.get(topic, partition), StoreStatus.OK
-
-    def _logical_start(self, topic: str, partition: int) -> int:
-        record = self.table.topics.get(topic)
-        return 0 if record is None else record.log_start_offsets.get(partition, 0)
-
-    def _log_start(self, queue: ConsumeQueue) -> int:
-        logical = self.table.topics[queue.topic].log_start_offsets.get(queue.partition, 0)
-        return min(max(logical, queue.min_offset), queue.max_offset)
-
-    def _body_at(self, queue: ConsumeQueue, offset: int) -> memoryview:
-        phy, size, _ = queue.get(offset)
-        return self.commit_log.body(phy, size)

@@ -22,14 +22,11 @@ from __future__ import annotations
 import asyncio
 import bisect
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from commitgate.engine.commit_log import DispatchRequest
 from commitgate.engine.consume_queue import ConsumeQueue
+from commitgate.engine.partition_logs import PartitionLogs
 from commitgate.engine.queue_core import CQ_UNIT, UNIT_SIZE
-
-if TYPE_CHECKING:
-    from commitgate.engine.message_store import MessageStore
 
 MARK_BYTES = 1 << 20
 SLICE_BATCHES = 4096  # batches walked between two turns of the event loop
@@ -57,8 +54,8 @@ class _Count:
 
 
 class PartitionSizes:
-    def __init__(self, store: MessageStore) -> None:
-        self._store = store
+    def __init__(self, logs: PartitionLogs) -> None:
+        self._logs = logs
         self._counts: dict[tuple[str, int], _Count] = {}
         self._lock = asyncio.Lock()  # one request walks a partition at a time
 
@@ -84,15 +81,15 @@ class PartitionSizes:
 
     async def size(self, topic: str, partition: int) -> int:
         """The partition's bytes from the batch holding its log start on; -1 when unknown."""
-        store = self._store
-        start = store.log_start_offset(topic, partition)
+        logs = self._logs
+        start = logs.log_start_offset(topic, partition)
         if start < 0:
             return -1
         async with self._lock:
             count = self._current(topic, partition)
             if count is None:
                 count = await self._walk(topic, partition, start)
-            start = store.log_start_offset(topic, partition)  # it may move while walking
+            start = logs.log_start_offset(topic, partition)  # it may move while walking
             if count.start != start:  # the first answer, or the queue's files below it went
                 count.before, count.start = self._bytes_before(count, start), start
             return max(count.total - count.before, 0)
@@ -103,8 +100,8 @@ class PartitionSizes:
         count = self._counts.get(key)
         if count is None:
             return None
-        record = self._store.table.get(topic)
-        if record is not None and count.queue is self._store.queues.get(topic, partition) and \
+        record = self._logs.table.get(topic)
+        if record is not None and count.queue is self._logs.queues.get(topic, partition) and \
                 count.queue.max_offset == count.end and \
                 count.cleaned == record.cleaned_offsets.get(partition):
             return count
@@ -114,16 +111,16 @@ class PartitionSizes:
     async def _walk(self, topic: str, partition: int, start: int) -> _Count:
         """Count the partition from ``start`` to its end, a slice at a time; kept (and then
         counted by ``on_dispatch``) only when every entry was there to read."""
-        store = self._store
-        queue = store.queues.get(topic, partition)
-        record = store.table.get(topic)
+        logs = self._logs
+        queue = logs.queues.get(topic, partition)
+        record = logs.table.get(topic)
         count = _Count(queue, record.cleaned_offsets.get(partition), start, marks=[(start, 0)],
                        next_mark=MARK_BYTES)
         while count.end < queue.max_offset:  # appends during a turn of the loop come next
             if not self._walk_slice(count):
                 return count  # an entry is gone (a segment deleted): walked again next time
             await asyncio.sleep(0)
-            if store.table.get(topic) is not record or store.queues.get(topic, partition) \
+            if logs.table.get(topic) is not record or logs.queues.get(topic, partition) \
                     is not queue:
                 return count  # deleted or rebuilt meanwhile
         if count.cleaned == record.cleaned_offsets.get(partition):
@@ -133,7 +130,7 @@ class PartitionSizes:
     def _walk_slice(self, count: _Count) -> bool:
         """Count up to SLICE_BATCHES batches from ``count.end``; False when an entry is gone."""
         end = count.queue.max_offset
-        batches = self._store.batch_entries(count.queue, count.end, end)
+        batches = self._logs.batch_entries(count.queue, count.end, end)
         for walked, (entry, after) in enumerate(batches, 1):
             count.add(len(entry), after)
             if walked == SLICE_BATCHES:

@@ -14,16 +14,13 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING
 
-from commitgate.engine.commit_log import COUNT_AND_BASE
+from commitgate.engine.commit_log import COUNT_AND_BASE, CommitLog
 from commitgate.engine.commit_log_cleaner import CommitLogCleaner
-from commitgate.engine.config import StoreConfig
-from commitgate.engine.log_compactor import LogCompactor, cleanup_policy
-
-if TYPE_CHECKING:
-    from commitgate.engine.consume_queue import ConsumeQueue
-    from commitgate.engine.message_store import MessageStore
+from commitgate.engine.consume_queue import ConsumeQueue
+from commitgate.engine.log_compactor import LogCompactor
+from commitgate.engine.store_parts import StoreParts
+from commitgate.engine.topic_table import cleanup_policy
 
 log = logging.getLogger(__name__)
 
@@ -31,17 +28,18 @@ PRESSURE_RETRY_S = 1.0  # how often a pass runs while writes are refused for spa
 
 
 class RetentionService:
-    def __init__(self, store: MessageStore, config: StoreConfig) -> None:
-        self._store = store
-        self._config = config
+    def __init__(self, parts: StoreParts) -> None:
+        self._parts = parts
+        self._logs = parts.logs
+        self._config = parts.config
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
-        self.cleaner = CommitLogCleaner(store, config)
-        self.compactor = LogCompactor(store, config, self.cleaner)
+        self.cleaner = CommitLogCleaner(parts)
+        self.compactor = LogCompactor(parts, self.cleaner)
 
     def start(self) -> None:
-        self._task = self._store.supervisor.spawn("retention", self._run, stop=self._stop)
+        self._task = self._parts.supervisor.spawn("retention", self._run, stop=self._stop)
 
     def wake(self) -> None:
         """Run a pass now (a write was refused for space)."""
@@ -57,7 +55,7 @@ class RetentionService:
 
     async def _run(self) -> None:
         interval = self._config.retention_check_interval_ms / 1000
-        commit_log = self._store.commit_log
+        commit_log = self._logs.commit_log
         while not self._stop.is_set():
             # while writes are refused for space, look every PRESSURE_RETRY_S; a deleted
             # topic or DeleteRecords wakes it sooner
@@ -67,7 +65,7 @@ class RetentionService:
             self._wake.clear()
             if self._stop.is_set():
                 return
-            if self._store.offline_reason:
+            if self._parts.offline_reason():
                 continue
             try:
                 await self.run_once(pressure=commit_log.refusing)
@@ -79,22 +77,22 @@ class RetentionService:
         """One pass; returns how many CommitLog segments were deleted."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         changed = False
-        for topic in self._store.topics():
+        for topic in list(self._logs.table.topics.values()):
             if "delete" not in cleanup_policy(topic, self._config):
                 continue  # compacted only: Kafka deletes nothing by time or size
             for partition in range(topic.partitions):
                 changed |= self._apply_topic_retention(topic.name, partition, topic.configs, now_ms)
         if changed:
-            self._store.table.save()
+            self._logs.table.save()
         self.cleaner.start_pass()
         await self.compactor.run(now_ms)
         return await self.cleaner.clean(pressure=pressure)
 
     def _apply_topic_retention(self, topic: str, partition: int, configs: dict[str, str],
                                now_ms: int) -> bool:
-        store = self._store
-        queue = store.queues.get(topic, partition)
-        start, end = store.log_start_offset(topic, partition), queue.max_offset
+        logs = self._logs
+        queue = logs.queues.get(topic, partition)
+        start, end = logs.log_start_offset(topic, partition), queue.max_offset
         if start >= end:
             return False
         target = start
@@ -104,15 +102,16 @@ class RetentionService:
             target = queue.search_offset(lambda unit: unit[2] >= cutoff, start)
         retention_bytes = int(configs.get("retention.bytes", self._config.log_retention_bytes))
         if retention_bytes >= 0:
-            target = max(target, _offset_keeping_bytes(store, queue, start, retention_bytes))
+            target = max(target, _offset_keeping_bytes(logs.commit_log, queue, start,
+                                                       retention_bytes))
         if target <= start:
             return False
         log.info("retention: %s-%d log start offset %d -> %d", topic, partition, start, target)
-        store.advance_log_start(topic, partition, target)
+        logs.advance_log_start(topic, partition, target)
         return True
 
 
-def _offset_keeping_bytes(store: MessageStore, queue: ConsumeQueue, start: int, limit: int
+def _offset_keeping_bytes(commit_log: CommitLog, queue: ConsumeQueue, start: int, limit: int
                           ) -> int:
     """The smallest batch-aligned offset from which the partition holds at most ``limit`` bytes
     (a batch's first offset comes from its entry: relocated units are not ordered by phy)."""
@@ -120,7 +119,7 @@ def _offset_keeping_bytes(store: MessageStore, queue: ConsumeQueue, start: int, 
     offset = queue.max_offset
     while offset > start:
         phy, size, _ = queue.get(offset - 1)
-        entry = store.commit_log.entry(phy, size)
+        entry = commit_log.entry(phy, size)
         first = COUNT_AND_BASE.unpack_from(entry, 16)[1] if entry is not None else offset - 1
         if first >= offset:  # offsets compaction removed, pointing at the batch after them
             first = queue.run_start(offset, phy)

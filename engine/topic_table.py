@@ -24,6 +24,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from commitgate.engine.config import StoreConfig
+
 log = logging.getLogger(__name__)
 
 MAX_TOPIC_LENGTH = 249
@@ -61,6 +63,12 @@ class TopicRecord:
         return cls(data["name"], int(data["partitions"]), data["topic_id"],
                    dict(data.get("configs", {})), starts, int(data.get("created_phy", 0)),
                    cleaned)
+
+
+def cleanup_policy(topic: TopicRecord, config: StoreConfig) -> set[str]:
+    """The topic's cleanup.policy (the broker's log.cleanup.policy when unset) as a set."""
+    value = topic.configs.get("cleanup.policy", config.log_cleanup_policy)
+    return {item.strip() for item in value.split(",") if item.strip()}
 
 
 class TopicTable:

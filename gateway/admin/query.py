@@ -27,7 +27,7 @@ from datetime import datetime
 
 from aiohttp import web
 
-from commitgate.engine.key_query import KeyBatch, find_key
+from commitgate.engine.key_query import KeyBatch
 from commitgate.engine.status import StoreStatus
 from commitgate.gateway.broker import Broker
 from commitgate.protocol.record_batch import Record, decode_records
@@ -174,7 +174,7 @@ async def answer(broker: Broker, query: Query) -> dict:
 async def by_key(broker: Broker, query: Query) -> dict:
     since = 0 if query.since is None else query.since
     until = FOREVER if query.until is None else query.until
-    found = await find_key(broker.store, query.topic, query.key, since, until, query.max)
+    found = await broker.store.key_batches(query.topic, query.key, since, until, query.max)
     topic = broker.topic(query.topic)
     # as a read_committed reader sees them: records of aborted transactions left out
     batches = [b for b in found.batches

@@ -155,7 +155,7 @@ def test_compact_and_delete_applies_retention_bytes_over_removed_offsets(tmp_pat
             await store.retention.run_once()  # "a" keeps only its last record, at 29
             assert _read_all(store, "c") == _expected(model)
             queue = store.queues.get("c", 0)
-            last_three = store.bytes_between(queue, 29, 32)  # "a" at 29, "b", "end"
+            last_three = store.logs.bytes_between(queue, 29, 32)  # "a" at 29, "b", "end"
             store.alter_topic_configs("c", {"retention.bytes": str(last_three)})
             await store.retention.run_once()  # offsets 0-28 were removed: they weigh nothing
             assert store.log_start_offset("c", 0) == 29

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 
 from commitgate.engine import StoreStatus
-from commitgate.engine.key_query import find_key
 from commitgate.protocol.record_batch import decode_records
 from tests.engine.conftest import batch, open_store
 
@@ -51,7 +50,7 @@ def test_reads_are_bounded_by_the_hits_not_the_partition(tmp_path, run):
             _fill(store)
             await store.index.catch_up(store.dispatcher.dispatched_offset)
             counter = ReadCounter(store.commit_log)
-            found = await find_key(store, "t", b"rare", 0, 2**62, 100)
+            found = await store.key_batches("t", b"rare", 0, 2**62, 100)
             assert [(b.partition, b.base_offset) for b in found.batches] == \
                 [(1, 2007 // 2 * RECORDS), (1, 1007 // 2 * RECORDS), (1, 7 // 2 * RECORDS)]
             assert found.index_hits == found.entries_read == 3
@@ -61,9 +60,9 @@ def test_reads_are_bounded_by_the_hits_not_the_partition(tmp_path, run):
             assert [r.offset for r in records] == [4014, 2014, 14]
 
             counter.decoded = counter.entries = 0
-            absent = await find_key(store, "t", b"never-produced", 0, 2**62, 100)
+            absent = await store.key_batches("t", b"never-produced", 0, 2**62, 100)
             assert absent.batches == [] and counter.decoded == absent.index_hits == 0
-            assert (await find_key(store, "u", b"rare", 0, 2**62, 100)).batches == []
+            assert (await store.key_batches("u", b"rare", 0, 2**62, 100)).batches == []
     run(body())
 
 
@@ -73,17 +72,17 @@ def test_max_and_the_store_time_range(tmp_path, run):
             before = int(time.time() * 1000)
             _fill(store)
             after = int(time.time() * 1000)
-            found = await find_key(store, "t", b"rare", before, after, 100)
+            found = await store.key_batches("t", b"rare", before, after, 100)
             assert len(found.batches) == 3
             assert all(before <= b.store_timestamp <= after for b in found.batches)
-            newest = await find_key(store, "t", b"rare", 0, 2**62, 1)
+            newest = await store.key_batches("t", b"rare", 0, 2**62, 1)
             assert [b.base_offset for b in newest.batches] == [found.batches[0].base_offset]
             # stored before the range: the IndexFiles' time filter leaves nothing to read
             counter = ReadCounter(store.commit_log)
-            later = await find_key(store, "t", b"rare", after + 60_000, 2**62, 100)
+            later = await store.key_batches("t", b"rare", after + 60_000, 2**62, 100)
             assert later.batches == [] and counter.decoded == 0
             # the header's store time is exact where the IndexFile keeps whole seconds
-            earlier = await find_key(store, "t", b"rare", 0, before - 1, 100)
+            earlier = await store.key_batches("t", b"rare", 0, before - 1, 100)
             assert earlier.batches == [] and counter.decoded <= 3
     run(body())
 
@@ -94,9 +93,9 @@ def test_records_below_the_log_start_and_a_recreated_topic_are_not_found(tmp_pat
             _fill(store)
             assert store.delete_records("t", 1, 1007 // 2 * RECORDS + RECORDS)[0] \
                 is StoreStatus.OK
-            found = await find_key(store, "t", b"rare", 0, 2**62, 100)
+            found = await store.key_batches("t", b"rare", 0, 2**62, 100)
             assert [b.base_offset for b in found.batches] == [2007 // 2 * RECORDS]
             assert store.delete_topic("t").status is StoreStatus.OK
             store.create_topic("t", 2)
-            assert (await find_key(store, "t", b"rare", 0, 2**62, 100)).batches == []
+            assert (await store.key_batches("t", b"rare", 0, 2**62, 100)).batches == []
     run(body())

@@ -18,14 +18,15 @@ def _fill(store, topic, partition, count, *, records=1, size=300):
 def _walked(store, topic, partition):
     """The size by a walk of every batch from the one holding the log start."""
     queue = store.queues.get(topic, partition)
-    return store.bytes_between(queue, store.log_start_offset(topic, partition), queue.max_offset)
+    return store.logs.bytes_between(queue, store.log_start_offset(topic, partition),
+                                    queue.max_offset)
 
 
 def _no_walks(store, monkeypatch):
     """Fail the test if the store walks a partition's batches."""
     def walk(*args):
         raise AssertionError("a counted partition was walked")
-    monkeypatch.setattr(store, "batch_entries", walk)
+    monkeypatch.setattr(store.logs, "batch_entries", walk)
 
 
 @pytest.fixture
