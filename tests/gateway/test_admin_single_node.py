@@ -56,12 +56,6 @@ Req = {name: messages.get(name + "Request").cls for name in (
     "ListPartitionReassignments", "DescribeProducers", "DescribeTopicPartitions")}
 
 
-@pytest.fixture(scope="module")
-def client(broker):
-    with WireClient(broker.bootstrap) as c:
-        yield c
-
-
 def _topic(client: WireClient, partitions: int = 1) -> str:
     name = f"single-{uuid.uuid4().hex[:8]}"
     create(client, name, partitions)

@@ -32,12 +32,6 @@ Produce = messages.get("ProduceRequest").cls
 Fetch = messages.get("FetchRequest").cls
 
 
-@pytest.fixture(scope="module")
-def client(broker):
-    with WireClient(broker.bootstrap) as c:
-        yield c
-
-
 def _create(client: WireClient, name: str, partitions: int = 1) -> object:
     request = Create(topics=[Create.CreatableTopic(name=name, num_partitions=partitions,
                                                    replication_factor=1)], timeout_ms=5000)
@@ -281,8 +275,9 @@ def test_alter_configs_replaces_the_whole_set_in_every_version(client):
 
 
 @pytest.fixture(scope="module")
-def refused_topic(client) -> str:
-    return _create(client, "w-refuse").name
+def refused_topic(broker) -> str:
+    with WireClient(broker.bootstrap) as client:
+        return _create(client, "w-refuse").name
 
 
 @pytest.mark.parametrize(("configs", "code", "message"), [

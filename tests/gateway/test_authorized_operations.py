@@ -23,12 +23,6 @@ Cluster = messages.get("DescribeClusterRequest").cls
 
 
 @pytest.fixture(scope="module")
-def client(broker):
-    with WireClient(broker.bootstrap) as wire:
-        yield wire
-
-
-@pytest.fixture(scope="module")
 def topic(broker) -> str:
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic("ops-topic", 1, 1)])["ops-topic"].result(TIMEOUT_S)

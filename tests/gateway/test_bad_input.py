@@ -46,11 +46,10 @@ def _still_serving(broker) -> None:
         assert response.error_code == ErrorCode.NONE
 
 
-@pytest.fixture(scope="module")
-def client(broker):
+@pytest.fixture(scope="module", autouse=True)
+def bad_input_topic(broker) -> None:
     with WireClient(broker.bootstrap) as c:
         assert _create(c, "bad-input").error_code == ErrorCode.NONE
-        yield c
 
 
 def test_valid_batch_is_stored_at_offset_zero(client):

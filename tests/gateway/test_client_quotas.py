@@ -47,7 +47,7 @@ Create = messages.get("CreateTopicsRequest").cls
 
 
 @pytest.fixture(scope="module")
-def quota_broker(tmp_path_factory) -> BrokerProcess:
+def broker(tmp_path_factory) -> BrokerProcess:
     root = tmp_path_factory.mktemp("quotas")
     process = BrokerProcess(root / "data", {"num.partitions": "1",
                                             "quota.window.num": str(WINDOW_NUM)})
@@ -55,12 +55,6 @@ def quota_broker(tmp_path_factory) -> BrokerProcess:
     yield process
     code = process.stop()
     assert code == 0, f"broker exited with {code} on SIGTERM:\n{process.log_tail()}"
-
-
-@pytest.fixture(scope="module")
-def client(quota_broker):
-    with WireClient(quota_broker.bootstrap) as c:
-        yield c
 
 
 def _alter(client: WireClient, entries: list[tuple[dict, list]], validate_only: bool = False,
@@ -266,7 +260,7 @@ def test_describe_refusals_are_kafkas(client, components, code, message):
 
 # ---- enforcement ------------------------------------------------------------------------------
 
-def test_throttled_request_mutes_the_connection(quota_broker, client, monkeypatch):
+def test_throttled_request_mutes_the_connection(broker, client, monkeypatch):
     """A produce over producer_byte_rate is answered at once with throttle_time_ms, and the
     broker reads nothing more from that connection for that long (KIP-219); a request quota
     throttles any request."""
@@ -278,7 +272,7 @@ def test_throttled_request_mutes_the_connection(quota_broker, client, monkeypatc
     _set(client, {"client-id": "quota-wire"}, producer_byte_rate=6000.0)
     with monkeypatch.context() as patch:
         patch.setattr(wire, "CLIENT_ID", "quota-wire")
-        with WireClient(quota_broker.bootstrap) as limited:
+        with WireClient(broker.bootstrap) as limited:
             started = time.monotonic()  # before the broker reads the produce and mutes
             response = limited.request(PRODUCE, 9, request)
             part = response.responses[0].partition_responses[0]
@@ -291,7 +285,7 @@ def test_throttled_request_mutes_the_connection(quota_broker, client, monkeypatc
     _set(client, {"client-id": "quota-wire"}, request_percentage=0.00001)
     with monkeypatch.context() as patch:
         patch.setattr(wire, "CLIENT_ID", "quota-wire")
-        with WireClient(quota_broker.bootstrap) as limited:
+        with WireClient(broker.bootstrap) as limited:
             metadata = limited.request(METADATA, 12, Metadata(topics=None))
             assert 0 < metadata.throttle_time_ms <= WINDOW_NUM * 1000
     _alter(client, [({"client-id": "quota-wire"}, [("request_percentage", None)])])
@@ -347,12 +341,12 @@ class _Producing(threading.Thread):
             self.producer.poll(0.1)
 
 
-def test_producer_slows_to_its_quota_while_another_keeps_its_rate(quota_broker, client):
+def test_producer_slows_to_its_quota_while_another_keeps_its_rate(broker, client):
     topic = _topic(client)
     _set(client, {"client-id": "quota-a"}, producer_byte_rate=QUOTA)
     warm_up, measured = 2.0, 5.0
     start = time.monotonic()
-    limited, free = (_Producing(quota_broker.bootstrap, name, topic,
+    limited, free = (_Producing(broker.bootstrap, name, topic,
                                 start + warm_up + measured) for name in ("quota-a", "quota-b"))
     limited.start()
     free.start()
@@ -367,8 +361,8 @@ def test_producer_slows_to_its_quota_while_another_keeps_its_rate(quota_broker, 
     total_ms, longest_ms = _stats_throttle(limited.stats)
     assert longest_ms > 0
     # every throttle the broker gave quota-a is one librdkafka's statistics show
-    assert _throttle_metrics(quota_broker)[("producer_byte_rate", "quota-a")] == total_ms
-    assert ("producer_byte_rate", "quota-b") not in _throttle_metrics(quota_broker)
+    assert _throttle_metrics(broker)[("producer_byte_rate", "quota-a")] == total_ms
+    assert ("producer_byte_rate", "quota-b") not in _throttle_metrics(broker)
     assert _stats_throttle(free.stats)[1] == 0
 
 
@@ -392,12 +386,12 @@ def _consume(bootstrap: str, client_id: str, topic: str, total: int, seconds: fl
     return got
 
 
-def test_consumer_byte_rate_throttles_a_consumer(quota_broker, client):
+def test_consumer_byte_rate_throttles_a_consumer(broker, client):
     topic = _topic(client)
     total = 3000
     # batches well under a fetch's bound (the quota's windows but one): a first batch larger
     # than that would always be throttled, in Kafka as here
-    filler = Producer({"bootstrap.servers": quota_broker.bootstrap, "client.id": "quota-fill",
+    filler = Producer({"bootstrap.servers": broker.bootstrap, "client.id": "quota-fill",
                        "linger.ms": 5, "batch.size": 16384})
     for _ in range(total):
         filler.produce(topic, VALUE)
@@ -407,14 +401,14 @@ def test_consumer_byte_rate_throttles_a_consumer(quota_broker, client):
     _set(client, {"client-id": "quota-c"}, consumer_byte_rate=quota)
     stats: list[str] = []
     start = time.monotonic()
-    limited = _consume(quota_broker.bootstrap, "quota-c", topic, total, 6.0, stats)
+    limited = _consume(broker.bootstrap, "quota-c", topic, total, 6.0, stats)
     # read in 6 s: the first fetch's (at most the quota of all windows but one), then little
     assert 0 < sum(n for _, n in limited) / (time.monotonic() - start) < 2 * quota
     assert len(limited) < total
     assert _stats_throttle(stats)[1] > 0
-    assert _throttle_metrics(quota_broker)[("consumer_byte_rate", "quota-c")] > 0
+    assert _throttle_metrics(broker)[("consumer_byte_rate", "quota-c")] > 0
     free_start = time.monotonic()
-    free = _consume(quota_broker.bootstrap, "quota-d", topic, total, 60.0, [])
+    free = _consume(broker.bootstrap, "quota-d", topic, total, 60.0, [])
     assert len(free) == total
     assert total * len(VALUE) / (free[-1][0] - free_start) > 4 * quota
 

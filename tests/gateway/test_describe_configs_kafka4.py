@@ -29,7 +29,7 @@ Incremental = messages.get("IncrementalAlterConfigsRequest").cls
 
 
 @pytest.fixture(scope="module")
-def kafka_like(tmp_path_factory) -> BrokerProcess:
+def broker(tmp_path_factory) -> BrokerProcess:
     process = BrokerProcess(tmp_path_factory.mktemp("k4") / "data",
                             {"num.partitions": "1", "log.retention.hours": "168",
                              "commitlog.segment.bytes": SEGMENT})
@@ -37,9 +37,9 @@ def kafka_like(tmp_path_factory) -> BrokerProcess:
         yield process
 
 
-@pytest.fixture(scope="module")
-def client(kafka_like):
-    with WireClient(kafka_like.bootstrap) as wire:
+@pytest.fixture(scope="module", autouse=True)
+def topics(broker) -> None:
+    with WireClient(broker.bootstrap) as wire:
         for name, configs in (("k4", {}), ("k4-own", {"retention.ms": "3600000",
                                                        "segment.bytes": "104857600"})):
             request = Create(topics=[Create.CreatableTopic(
@@ -47,7 +47,6 @@ def client(kafka_like):
                 configs=[Create.CreatableTopicConfig(name=k, value=v)
                          for k, v in configs.items()])], timeout_ms=5000)
             assert wire.request(CREATE_TOPICS, 7, request).topics[0].error_code == 0
-        yield wire
 
 
 def _describe(client: WireClient, rtype: int, name: str, keys=None, synonyms: bool = True,
@@ -173,8 +172,8 @@ def test_kip_1030_segment_bytes_minimum(client):
         "Invalid value 1048575 for configuration segment.bytes: Value must be at least 1048576")
 
 
-def test_confluent_admin_reads_the_same_sources_and_synonyms(kafka_like, client):
-    admin = AdminClient({"bootstrap.servers": kafka_like.bootstrap})
+def test_confluent_admin_reads_the_same_sources_and_synonyms(broker, client):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     resource = ConfigResource(ConfigResource.Type.TOPIC, "k4-own")
     configs = admin.describe_configs([resource])[resource].result(TIMEOUT_S)
     retention, isr = configs["retention.ms"], configs["min.insync.replicas"]
@@ -187,8 +186,8 @@ def test_confluent_admin_reads_the_same_sources_and_synonyms(kafka_like, client)
     assert [s.name for s in configs["segment.bytes"].synonyms.values()] == [
         "segment.bytes", "log.segment.bytes"]
     cluster = ConfigResource(ConfigResource.Type.BROKER, "1")
-    broker = admin.describe_configs([cluster])[cluster].result(TIMEOUT_S)
-    assert (broker["log.retention.hours"].source, broker["log.retention.hours"].is_read_only) == \
+    node = admin.describe_configs([cluster])[cluster].result(TIMEOUT_S)
+    assert (node["log.retention.hours"].source, node["log.retention.hours"].is_read_only) == \
         (ConfigSource.STATIC_BROKER_CONFIG.value, True)
-    assert (broker["min.insync.replicas"].source, broker["min.insync.replicas"].is_read_only) \
+    assert (node["min.insync.replicas"].source, node["min.insync.replicas"].is_read_only) \
         == (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value, False)

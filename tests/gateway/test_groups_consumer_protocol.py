@@ -54,12 +54,6 @@ def create_topic(client) -> None:
         name=TOPIC, num_partitions=PARTITIONS, replication_factor=1)], timeout_ms=5000))
 
 
-@pytest.fixture
-def client(broker):
-    with WireClient(broker.bootstrap) as c:
-        yield c
-
-
 def topic_id(client) -> uuid.UUID:
     [topic] = client.request(METADATA, 12, req("Metadata")(topics=[
         req("Metadata").MetadataRequestTopic(name=TOPIC)])).topics

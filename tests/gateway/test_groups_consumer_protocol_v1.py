@@ -43,12 +43,6 @@ def broker(tmp_path_factory):
     assert process.stop() == 0, process.log_tail()
 
 
-@pytest.fixture
-def client(broker):
-    with WireClient(broker.bootstrap) as c:
-        yield c
-
-
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 

@@ -43,12 +43,6 @@ def broker(tmp_path_factory):
     assert process.stop() == 0, process.log_tail()
 
 
-@pytest.fixture
-def client(broker):
-    with WireClient(broker.bootstrap) as c:
-        yield c
-
-
 def all_topics(client):
     return client.request(METADATA, 12, req("Metadata")(topics=None)).topics
 

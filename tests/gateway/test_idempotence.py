@@ -6,7 +6,6 @@ import itertools
 
 import pytest
 
-from commitgate.compat_tests.wire import WireClient
 from commitgate.protocol.errors import ErrorCode
 from tests.gateway.idempotent_wire import (
     create,
@@ -17,12 +16,6 @@ from tests.gateway.idempotent_wire import (
 )
 
 TOPIC_NUMBERS = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def client(broker):
-    with WireClient(broker.bootstrap) as c:
-        yield c
 
 
 @pytest.fixture

@@ -53,15 +53,14 @@ def _valid(n: int = 2) -> bytearray:
     return bytearray(build_batch([(b"k", b"ok", [], int(time.time() * 1000))] * n))
 
 
-@pytest.fixture(scope="module")
-def client(broker):
+@pytest.fixture(scope="module", autouse=True)
+def topics(broker) -> None:
     with WireClient(broker.bootstrap) as c:
         _create(c, TOPIC)
         _create(c, COMPACTED, [("cleanup.policy", "compact")])
         _create(c, RECENT, [("message.timestamp.before.max.ms", "3600000"),
                             ("message.timestamp.after.max.ms", "3600000")])
         _create(c, SMALL, [("max.message.bytes", str(SMALL_MAX))])
-        yield c
 
 
 def _refused_and_not_stored(client: WireClient, batch, code: ErrorCode, topic: str = TOPIC):

@@ -209,19 +209,13 @@ OffsetCommit, OffsetFetch, Join, Sync, Create, Heartbeat = (
 
 
 @pytest.fixture(scope="module")
-def wire_broker(tmp_path_factory):
+def broker(tmp_path_factory):
     process = BrokerProcess(tmp_path_factory.mktemp("txn-offsets") / "data", SETTINGS)
     process.start()
     with WireClient(process.bootstrap) as client:
         create_topic(client)
     yield process
     assert process.stop() == 0, process.log_tail()
-
-
-@pytest.fixture
-def client(wire_broker):
-    with WireClient(wire_broker.bootstrap) as c:
-        yield c
 
 
 def create_topic(client: WireClient) -> None:
@@ -324,7 +318,7 @@ def test_offsets_of_a_transaction_over_the_wire(client, commit):
 
 
 def partition_of(group: str) -> int:
-    return (java_hash(group) & 0x7FFFFFFF) % 3  # offsets.topic.num.partitions of wire_broker
+    return (java_hash(group) & 0x7FFFFFFF) % 3  # offsets.topic.num.partitions of broker
 
 
 def test_the_producer_is_checked_before_anything_is_written(client):
@@ -462,12 +456,12 @@ def test_pending_offsets_survive_a_sigkill_and_commit_after_it(tmp_path):
 
 # ---- confluent-kafka -----------------------------------------------------------------------
 
-def test_confluent_send_offsets_to_transaction(wire_broker):
+def test_confluent_send_offsets_to_transaction(broker):
     """librdkafka's read-process-write commit: ``send_offsets_to_transaction`` (AddOffsetsToTxn
     and TxnOffsetCommit), then commit or abort; its ``committed`` asks OffsetFetch with
     require_stable (read_committed, its default)."""
     from confluent_kafka import Consumer, Producer, TopicPartition
-    bootstrap, group = wire_broker.bootstrap, unique("g")
+    bootstrap, group = broker.bootstrap, unique("g")
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique("txn"),
                          "linger.ms": 0})
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,

@@ -6,7 +6,6 @@ import threading
 import time
 import uuid
 
-import pytest
 
 from commitgate.compat_tests.wire import WireClient
 from commitgate.protocol import messages
@@ -41,12 +40,6 @@ def _fetch_request(offset: int, *, topic: str = "", topic_id=None, max_wait_ms: 
                  topics=[Fetch.FetchTopic(topic=topic, topic_id=topic_id, partitions=[
                      Fetch.FetchPartition(partition=0, fetch_offset=offset,
                                           partition_max_bytes=1 << 20)])])
-
-
-@pytest.fixture(scope="module")
-def client(broker):
-    with WireClient(broker.bootstrap, timeout_s=30.0) as c:
-        yield c
 
 
 def test_parked_fetch_is_woken_by_an_append(broker, client):
