@@ -18,7 +18,6 @@ from commitgate.engine.topic_table import TopicTable
 
 
 class PartitionLogs:
-    # not slotted: tests replace a walk on the instance to prove it is not taken
     def __init__(self, commit_log: CommitLog, queues: ConsumeQueueStore, table: TopicTable
                  ) -> None:
         self.commit_log = commit_log

@@ -30,7 +30,7 @@ class StoreParts:
     index: IndexBuilder
     supervisor: Supervisor
     store_host: int  # written into every CommitLog entry, copies too
-    # awaited before a CommitLog segment is deleted; False keeps it (MessageStore's docstring)
+    # awaited before a CommitLog segment is deleted; False keeps it (MessageStore.__init__)
     before_segment_delete: list[Callable[[], Awaitable[bool]]]
     take_offline: Callable[[str, BaseException], None]  # after a failed sync: refuse writes
     offline_reason: Callable[[], str]  # why the store refuses writes ("": it does not)
