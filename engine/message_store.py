@@ -187,10 +187,11 @@ class MessageStore:
         self.index = IndexBuilder(self.paths.index, self.commit_log, self.body_format,
                                   self.checkpoint, cfg, self.dispatcher.end_cell)
         self.index.start(self.supervisor)
-        self._parts = StoreParts(cfg, self.body_format, self.logs, self.dispatcher,
-                                 self.flush_service, self.index, self.supervisor, self.store_host,
-                                 self.before_segment_delete, self.take_offline,
-                                 lambda: self.offline_reason)
+        self._parts = StoreParts(
+            config=cfg, body_format=self.body_format, logs=self.logs, dispatcher=self.dispatcher,
+            flush_service=self.flush_service, index=self.index, supervisor=self.supervisor,
+            store_host=self.store_host, before_segment_delete=self.before_segment_delete,
+            take_offline=self.take_offline, offline_reason=lambda: self.offline_reason)
         self.retention = RetentionService(self._parts)
         self.retention.start()
 
