@@ -13,7 +13,7 @@ from setuptools import Extension, find_packages, setup
 ROOT = "commitgate"
 SUBPACKAGES = ("engine", "protocol", "gateway", "launcher", "pipeline", "bench", "cli",
                "compat_tests")
-INCLUDE = ["."]  # the C headers shared by the helpers
+INCLUDE = ["include"]  # the C headers the helpers share, in neither protocol/ nor engine/
 
 
 def packages() -> list[str]:
@@ -31,9 +31,10 @@ setup(
     package_dir={ROOT: ROOT, **{f"{ROOT}.{name}": name for name in SUBPACKAGES}},
     package_data={f"{ROOT}.protocol": ["schemas/*.json"]},
     ext_modules=[
-        extension("protocol._record_keys", "protocol/_record_keys.c", ["engine/body_scanner.h"]),
+        extension("protocol._record_keys", "protocol/_record_keys.c",
+                  ["include/body_scanner.h", "include/big_endian.h"]),
         extension("engine._commit_log", "engine/_commit_log.c",
-                  ["engine/body_scanner.h", "engine/big_endian.h"]),
-        extension("engine._queue_core", "engine/_queue_core.c", ["engine/big_endian.h"]),
+                  ["include/body_scanner.h", "include/big_endian.h"]),
+        extension("engine._queue_core", "engine/_queue_core.c", ["include/big_endian.h"]),
     ],
 )

@@ -1,10 +1,9 @@
 """The optional C helpers, and the one switch that turns them off.
 
-Each helper (``protocol._record_keys``, ``engine._commit_log``, ``engine._queue_core``) has a
-pure-Python fallback that makes the same checks with the same answers; ``load`` gives the
-helper, or None where it was not built or ``COMMITGATE_NO_C=1`` is set, so that one run can test
-the fallbacks on a machine that built the helpers. It lives at the root so that ``protocol/``
-and ``engine/`` both use it without one layer importing the other.
+Each helper (``HELPERS``) has a pure-Python fallback that makes the same checks with the same
+answers; ``load`` gives the helper, or None where it was not built or ``COMMITGATE_NO_C=1`` is
+set, so that one run can test the fallbacks on a machine that built the helpers. It lives at
+the root so that ``protocol/`` and ``engine/`` both use it without one importing the other.
 """
 from __future__ import annotations
 
@@ -14,6 +13,7 @@ from types import ModuleType
 from typing import TypeVar
 
 SWITCH = "COMMITGATE_NO_C"
+HELPERS = ("protocol._record_keys", "engine._commit_log", "engine._queue_core")
 T = TypeVar("T")
 
 

@@ -23,7 +23,7 @@
 #include <unistd.h>
 #include "structmember.h"
 
-#include "engine/big_endian.h"
+#include "big_endian.h"
 
 #define UNIT_SIZE 20
 

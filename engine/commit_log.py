@@ -33,15 +33,14 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from commitgate import c_helpers
 from commitgate.engine.body_format import BodyFormat
 from commitgate.engine.mapped_file import MappedFile
 from commitgate.engine.mapped_file_queue import MappedFileQueue
 from commitgate.engine.segment_ledger import SegmentLedger
 
-try:
-    from commitgate.engine._commit_log import write_entry as _write_entry
-except ImportError:  # installed without a C compiler: the prefix is packed in Python
-    _write_entry = None
+# None without the C helper: the prefix is then packed in Python
+_write_entry = c_helpers.pick("engine._commit_log", "write_entry", None)
 
 log = logging.getLogger(__name__)
 

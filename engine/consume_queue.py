@@ -37,6 +37,8 @@ import struct
 from collections.abc import Callable
 from pathlib import Path
 
+from commitgate import c_helpers
+from commitgate.engine import queue_core
 from commitgate.engine.file_handle_cache import FileHandleCache
 from commitgate.engine.mapped_file import MappedFile
 from commitgate.engine.mapped_file_queue import StoreDamaged, segment_starts
@@ -44,10 +46,7 @@ from commitgate.engine.paths import offset_file_name
 from commitgate.engine.queue_core import CQ_UNIT, NO_TIMESTAMP, UNIT_SIZE
 from commitgate.engine.queue_writer import UnitWrite
 
-try:
-    from commitgate.engine._queue_core import QueueCore
-except ImportError:  # installed without a C compiler: the same in Python
-    from commitgate.engine.queue_core import QueueCore
+QueueCore = c_helpers.pick("engine._queue_core", "QueueCore", queue_core.QueueCore)
 
 log = logging.getLogger(__name__)
 

@@ -20,16 +20,15 @@ import shutil
 import time
 from collections.abc import Callable, Iterator
 
+from commitgate import c_helpers
+from commitgate.engine import queue_core
 from commitgate.engine.consume_queue import ConsumeQueue
 from commitgate.engine.file_handle_cache import FileHandleCache
 from commitgate.engine.paths import StorePaths
 from commitgate.engine.queue_writer import QueueWriter, TailWrites, UnitWrite, write_error
 from commitgate.engine.topic_table import atomic_write
 
-try:
-    from commitgate.engine._queue_core import tail_writes
-except ImportError:  # installed without a C compiler: the same in Python
-    from commitgate.engine.queue_core import tail_writes
+tail_writes = c_helpers.pick("engine._queue_core", "tail_writes", queue_core.tail_writes)
 
 Ends = dict[str, list[int]]  # topic -> each partition's queue end (0: none recorded)
 # How long the thorough round writes queues before it lets the event loop run: in one go,

@@ -22,6 +22,7 @@ from array import array
 from collections import deque
 from pathlib import Path
 
+from commitgate import c_helpers
 from commitgate.engine.body_format import BodyFormat
 from commitgate.engine.checkpoint import StoreCheckpoint
 from commitgate.engine.commit_log import CommitLog
@@ -29,10 +30,8 @@ from commitgate.engine.config import StoreConfig
 from commitgate.engine.index_file import IndexService
 from commitgate.engine.supervision import Supervisor, TaskHealth
 
-try:
-    from commitgate.engine._commit_log import follow as _follow
-except ImportError:  # installed without a C compiler: entries are walked in Python
-    _follow = None
+# None without the C helper: entries are then walked in Python
+_follow = c_helpers.pick("engine._commit_log", "follow", None)
 
 log = logging.getLogger(__name__)
 

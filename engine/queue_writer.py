@@ -23,6 +23,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from commitgate import c_helpers
 from commitgate.engine.mapped_file import MappedFile
 
 # Fewer writes than this go on the calling thread alone: handing work to the helper costs
@@ -80,10 +81,7 @@ def _pwrite_all(fds: list[int], buffers: list[memoryview], offsets: list[int]) -
     return errors
 
 
-try:
-    from commitgate.engine._queue_core import pwrite_all
-except ImportError:
-    pwrite_all = _pwrite_all
+pwrite_all = c_helpers.pick("engine._queue_core", "pwrite_all", _pwrite_all)
 
 
 def _run_all(queues: list[list[UnitWrite]]) -> None:

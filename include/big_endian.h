@@ -1,5 +1,5 @@
-/* Big-endian integers in byte buffers, as every on-disk format of the store writes them
- * (engine/_commit_log.c, engine/_queue_core.c). */
+/* Big-endian integers in byte buffers, as every on-disk format of the store and Kafka's wire
+ * format write them (engine/_commit_log.c, engine/_queue_core.c, protocol/_record_keys.c). */
 #ifndef COMMITGATE_BIG_ENDIAN_H
 #define COMMITGATE_BIG_ENDIAN_H
 

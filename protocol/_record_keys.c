@@ -34,7 +34,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/body_scanner.h" /* the engine's CommitLog walker calls scan_batch directly */
+#include "big_endian.h"
+#include "body_scanner.h" /* the engine's CommitLog walker calls scan_batch directly */
 
 /* RecordBatch v2 header fields the scan needs (offsets from the batch start). */
 #define BATCH_LENGTH_AT 8
@@ -469,11 +470,6 @@ done:
     return keys;
 }
 
-static int32_t big_endian_32(const uint8_t *p)
-{
-    return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
-}
-
 /* record_keys(records: bytes-like, count: int) -> list[bytes]: the non-null keys in order. */
 static PyObject *record_keys(PyObject *self, PyObject *args)
 {
@@ -495,8 +491,8 @@ static int batch_records(const uint8_t *buf, Py_ssize_t length, Py_ssize_t *end,
         *error = "batch shorter than its header";
         return SCAN_FAILED;
     }
-    *end = LOG_OVERHEAD + (Py_ssize_t)big_endian_32(buf + BATCH_LENGTH_AT);
-    *count = big_endian_32(buf + RECORD_COUNT_AT);
+    *end = LOG_OVERHEAD + (Py_ssize_t)(int32_t)be(buf + BATCH_LENGTH_AT, 4);
+    *count = (int32_t)be(buf + RECORD_COUNT_AT, 4);
     if (*end < RECORDS_AT || *end > length || *count < 0) {
         *error = "batch length / record count do not fit the batch";
         return SCAN_FAILED;
@@ -504,7 +500,7 @@ static int batch_records(const uint8_t *buf, Py_ssize_t length, Py_ssize_t *end,
     return (buf[ATTRIBUTES_AT + 1] & CODEC_MASK) ? SCAN_NEEDS_PYTHON : SCAN_DONE;
 }
 
-/* body_scan_fn (engine/body_scanner.h): the walker's view of a Kafka batch. */
+/* body_scan_fn (include/body_scanner.h): the walker's view of a Kafka batch. */
 static int scan_batch(const uint8_t *body, Py_ssize_t length, KeySpans *out)
 {
     Py_ssize_t end, count;

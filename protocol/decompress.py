@@ -2,10 +2,10 @@
 
 ``pieces(codec, payload, limit)`` yields the decompressed records region a piece at a time:
 at most ``PIECE`` bytes each (zstd: one block, at most 128 KiB; xerial snappy: one block), so
-that the validating walk (``protocol._record_keys.RecordWalk``) holds one piece at a time and a
-decompression bomb is stopped by the caller's running total as soon as it passes its bound. The
-one exception is raw (unframed) snappy, which has no streaming form: its declared length is
-checked against ``limit`` before it is decompressed whole.
+that the validating walk (``RecordWalk``, in C or in ``record_walk.py``) holds one piece at a
+time and a decompression bomb is stopped by the caller's running total as soon as it passes its
+bound. The one exception is raw (unframed) snappy, which has no streaming form: its declared
+length is checked against ``limit`` before it is decompressed whole.
 
 A payload must decompress completely and exactly, as every client's reader expects: a stream
 that is cut off, that does not decompress, or that is followed by other bytes raises

@@ -21,6 +21,7 @@ from commitgate.engine.commit_log import (
 )
 from commitgate.engine.mapped_file_queue import MappedFileQueue
 from commitgate.protocol.record_batch import KafkaBodyFormat
+from tests.c_and_python import IMPLEMENTATIONS, c_helper
 from tests.engine.conftest import batch
 
 
@@ -34,12 +35,12 @@ def _append(log: CommitLog, body: memoryview, topic="t", partition=0, offset=0) 
     return req
 
 
-@pytest.fixture(params=["c", "python"])
+@pytest.fixture(params=IMPLEMENTATIONS)
 def writer(request, monkeypatch):
-    """Entries are written by the C helper, or packed in Python when it is not built."""
-    if request.param == "c" and commit_log._write_entry is None:
-        pytest.fail("engine._commit_log is not built (python setup.py build_ext --inplace)")
-    if request.param == "python":
+    """Entries are written by the C helper, or packed in Python when it is not in use."""
+    if request.param == "c":
+        c_helper("engine._commit_log")
+    else:
         monkeypatch.setattr(commit_log, "_write_entry", None)
     return request.param
 
@@ -125,8 +126,7 @@ def test_entry_encode_decode_round_trip(tmp_path_factory, topic, partition, offs
 
 
 def test_c_and_python_writers_store_identical_bytes(tmp_path, monkeypatch):
-    if commit_log._write_entry is None:
-        pytest.fail("engine._commit_log is not built (python setup.py build_ext --inplace)")
+    c_helper("engine._commit_log")
     images = []
     for name in ("c", "python"):
         if name == "python":
@@ -145,8 +145,7 @@ def test_c_and_python_writers_store_identical_bytes(tmp_path, monkeypatch):
 
 
 def test_c_writer_reports_a_failed_write_with_the_segment_file(tmp_path):
-    if commit_log._write_entry is None:
-        pytest.fail("engine._commit_log is not built (python setup.py build_ext --inplace)")
+    c_helper("engine._commit_log")
     log = _log(tmp_path)
     mapped = log.queue.last_for_append()
     os.close(mapped.fileno())

@@ -1,18 +1,26 @@
 """The IndexBuilder's C walk (follow) over CommitLog entries (engine/_commit_log.c) with the Kafka
-body scanner: the entries it reports, and where and why it stops."""
+body scanner: the entries it reports, where and why it stops, and that it indexes what the
+IndexBuilder's walk in Python indexes."""
 from __future__ import annotations
 
 import struct
+import tempfile
 from array import array
+from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from commitgate.engine import index_builder
 from commitgate.engine.commit_log import CommitLog, DispatchRequest, topic_trailer
+from commitgate.engine.config import StoreConfig
 from commitgate.engine.mapped_file_queue import MappedFileQueue
 from commitgate.protocol.record_batch import KafkaBodyFormat
-from tests.engine.conftest import batch
+from tests.c_and_python import c_helper
+from tests.engine.conftest import SMALL, batch
 
-walk_module = pytest.importorskip("commitgate.engine._commit_log", reason="built without a C compiler")
+walk_module = c_helper("engine._commit_log")
 SCANNER = KafkaBodyFormat.scanner
 LIMIT, BLANK, INVALID = 0, 1, 2
 
@@ -106,3 +114,55 @@ def test_follow_returns_when_woken_and_refuses_bad_cells(tmp_path):
         _follow(log, 0, end, array("q", [0]), 1000)
     with pytest.raises(ValueError, match="outside"):
         _follow(log, 1 << 20, end, array("q", [0, 0]), 1000)
+
+
+class _Recorder:
+    """An IndexService that notes what it is given."""
+
+    def __init__(self) -> None:
+        self.puts: list[tuple[int, list[bytes], int]] = []
+
+    def put_keys(self, keys, phy_offset: int, store_timestamp_ms: int) -> None:
+        self.puts.append((phy_offset, list(keys), store_timestamp_ms))
+
+
+def _indexed(log: CommitLog, directory: Path, in_c: bool) -> list[tuple[int, list[bytes], int]]:
+    """What an IndexBuilder puts into its IndexFiles for the whole CommitLog, its worker's
+    rounds run here until it is caught up."""
+    with pytest.MonkeyPatch.context() as patch:
+        if not in_c:
+            patch.setattr(index_builder, "_follow", None)
+        builder = index_builder.IndexBuilder(
+            directory, log, KafkaBodyFormat(), None, StoreConfig(data_dir=directory, **SMALL),
+            array("q", [log.max_offset]))
+    assert (builder._scanner is not None) == in_c
+    builder.service = _Recorder()
+    while builder._index_some(0.0):
+        pass
+    assert builder.indexed == log.max_offset
+    return builder.service.puts
+
+
+entries = st.lists(st.tuples(
+    st.lists(st.one_of(st.none(), st.binary(max_size=8)), min_size=1, max_size=6),  # keys
+    st.sampled_from(["none", "none", "gzip", "lz4"]),
+    st.sampled_from(["t", "orders"]), st.integers(0, 3), st.integers(0, 2**40),
+    st.one_of(st.none(), st.tuples(st.integers(61), st.integers(0, 255)))),  # a byte changed
+    min_size=1, max_size=25)
+
+
+@settings(max_examples=60, deadline=None)
+@given(entries)
+def test_the_c_and_python_walks_index_the_same_keys_at_the_same_entries(entries):
+    """Small segments (rolls and BLANK fillers), compressed entries (the Python path from the
+    C walk too) and damaged bodies (skipped by both)."""
+    with tempfile.TemporaryDirectory() as directory:
+        log = _log(Path(directory), size=4096)
+        for keys, compression, topic, partition, store_ts, damage in entries:
+            body = batch([b"v" * 40] * len(keys), keys=keys, compression=compression)
+            if damage is not None:
+                body[damage[0] % len(body)] = damage[1]
+            _append(log, body, topic, partition, store_ts)
+        answers = [_indexed(log, Path(directory) / "index", in_c) for in_c in (True, False)]
+        log.queue.close()
+    assert answers[0] == answers[1]

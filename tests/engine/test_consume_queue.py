@@ -28,16 +28,9 @@ from commitgate.engine.mapped_file_queue import StoreDamaged
 from commitgate.engine.paths import StorePaths, offset_file_name
 from commitgate.engine.queue_core import tail_writes as py_tail_writes
 from commitgate.engine.queue_writer import PARALLEL_FROM
+from tests.c_and_python import implementations
 
-try:
-    from commitgate.engine._queue_core import tail_writes as c_tail_writes
-except ImportError:  # installed without a C compiler
-    c_tail_writes = None
-TAIL_WRITES = [
-    pytest.param(c_tail_writes, id="C", marks=pytest.mark.skipif(
-        c_tail_writes is None, reason="engine._queue_core was not built")),
-    pytest.param(py_tail_writes, id="Python"),
-]
+TAIL_WRITES = implementations("engine._queue_core", "tail_writes", py_tail_writes)
 
 
 def _queue(tmp_path, per_file=10, capacity=16) -> ConsumeQueue:

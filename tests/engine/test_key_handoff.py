@@ -12,6 +12,7 @@ from commitgate.engine import MessageStore, StoreConfig, StoreStatus, index_buil
 from commitgate.engine.dispatcher import Dispatcher
 from commitgate.engine.index_builder import KEY_OVERHEAD, KeyHandoff
 from commitgate.protocol.record_batch import KafkaBodyFormat, RecordSetStatus, validate_record_set
+from tests.c_and_python import IMPLEMENTATIONS, c_helper
 from tests.engine.conftest import SMALL, batch
 
 CODECS = ("gzip", "snappy", "lz4", "zstd")
@@ -62,10 +63,12 @@ def _validated_append(store: MessageStore, body: memoryview, count: int):
     return check, result
 
 
-@pytest.mark.parametrize("walk", ["c", "python"])
+@pytest.mark.parametrize("walk", IMPLEMENTATIONS)
 def test_handed_over_keys_are_indexed_without_decompressing_again(tmp_path, run, walk,
                                                                  monkeypatch):
-    if walk == "python":
+    if walk == "c":
+        c_helper("engine._commit_log")
+    else:
         monkeypatch.setattr(index_builder, "_follow", None)
 
     async def body():

@@ -9,9 +9,14 @@ from hypothesis import strategies as st
 from commitgate.engine import queue_core
 from commitgate.engine.consume_queue import ConsumeQueue
 from commitgate.engine.queue_core import CQ_UNIT, UNIT_SIZE
+from tests.c_and_python import c_helper, implementations
 
-c_core = pytest.importorskip("commitgate.engine._queue_core", reason="the C helper was not built")
-CORES = [c_core.QueueCore, queue_core.QueueCore]
+CORES = implementations("engine._queue_core", "QueueCore", queue_core.QueueCore)
+
+
+@pytest.fixture(scope="module")
+def c_core():
+    return c_helper("engine._queue_core")
 
 
 def _recording(core: type) -> type:
@@ -46,7 +51,7 @@ def _recording(core: type) -> type:
     return Recording
 
 
-def test_the_consume_queue_uses_the_c_core_when_built() -> None:
+def test_the_consume_queue_uses_the_c_core_when_built(c_core) -> None:
     assert issubclass(ConsumeQueue, c_core.QueueCore)
 
 
@@ -59,8 +64,9 @@ batches = st.lists(st.tuples(
 
 @settings(max_examples=300, deadline=None)
 @given(batches, st.integers(0, 200), st.integers(1, 400))
-def test_c_and_python_cores_behave_alike(batches, capacity, limit) -> None:
-    queues = [_recording(core)(capacity, limit) for core in CORES]
+def test_c_and_python_cores_behave_alike(c_core, batches, capacity, limit) -> None:
+    queues = [_recording(core)(capacity, limit) for core in (c_core.QueueCore,
+                                                              queue_core.QueueCore)]
     phy = 0
     for skip, count, size, timestamp in batches:
         for queue in queues:
@@ -87,7 +93,7 @@ def test_put_refuses_a_negative_count(core) -> None:
     assert queue.max_offset == 0
 
 
-def test_the_c_put_checks_its_arguments_and_the_buffer_type() -> None:
+def test_the_c_put_checks_its_arguments_and_the_buffer_type(c_core) -> None:
     queue = _recording(c_core.QueueCore)(100, 1000)
     with pytest.raises(TypeError):
         queue.put(0, 1, 0, 10)

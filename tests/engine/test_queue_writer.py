@@ -9,16 +9,9 @@ import pytest
 from commitgate.engine import queue_writer
 from commitgate.engine.mapped_file import MappedFile
 from commitgate.engine.queue_writer import PARALLEL_FROM, QueueWriter, TailWrites, UnitWrite
+from tests.c_and_python import implementations
 
-try:
-    from commitgate.engine._queue_core import pwrite_all as c_pwrite_all
-except ImportError:  # installed without a C compiler: the Python one is the one in use
-    c_pwrite_all = None
-WRITERS = [
-    pytest.param(c_pwrite_all, id="C", marks=pytest.mark.skipif(
-        c_pwrite_all is None, reason="engine._queue_core was not built")),
-    pytest.param(queue_writer._pwrite_all, id="Python"),
-]
+WRITERS = implementations("engine._queue_core", "pwrite_all", queue_writer._pwrite_all)
 
 
 @pytest.mark.parametrize("pwrite_all", WRITERS)
