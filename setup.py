@@ -11,9 +11,9 @@ where the helpers are built).
 from setuptools import Extension, find_packages, setup
 
 ROOT = "commitgate"
-SUBPACKAGES = ("engine", "protocol", "gateway", "launcher", "pipeline", "bench", "cli",
+SUBPACKAGES = ("native", "engine", "protocol", "gateway", "launcher", "pipeline", "bench", "cli",
                "compat_tests")
-INCLUDE = ["include"]  # the C headers the helpers share, in neither protocol/ nor engine/
+INCLUDE = ["native"]  # the C headers the helpers share
 
 
 def packages() -> list[str]:
@@ -32,9 +32,9 @@ setup(
     package_data={f"{ROOT}.protocol": ["schemas/*.json"]},
     ext_modules=[
         extension("protocol._record_keys", "protocol/_record_keys.c",
-                  ["include/body_scanner.h", "include/big_endian.h"]),
+                  ["native/body_scanner.h", "native/big_endian.h"]),
         extension("engine._commit_log", "engine/_commit_log.c",
-                  ["include/body_scanner.h", "include/big_endian.h"]),
-        extension("engine._queue_core", "engine/_queue_core.c", ["include/big_endian.h"]),
+                  ["native/body_scanner.h", "native/big_endian.h"]),
+        extension("engine._queue_core", "engine/_queue_core.c", ["native/big_endian.h"]),
     ],
 )

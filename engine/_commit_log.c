@@ -9,7 +9,7 @@
  * and it could rarely get the GIL while the appending thread held it between its system calls:
  * with the index on, 64 KiB appends ran at 60% of their speed without it, the process at 1.2
  * cores of 2. Here the entries of a stretch of one segment are checked and their bodies handed
- * to the body owner's scanner (include/body_scanner.h) with the GIL released; the GIL is taken
+ * to the body owner's scanner (native/body_scanner.h) with the GIL released; the GIL is taken
  * back only to build the entries that have keys (or need the Python path), usually none.
  *
  * Entry layout: see engine/commit_log.py (big-endian; the fields used here are named below).

@@ -14,7 +14,7 @@ from typing import Protocol
 class BodyFormat(Protocol):
     scanner: object | None
     """``keys`` in C for the IndexBuilder's CommitLog walk: a PyCapsule holding a
-    ``body_scan_fn`` (include/body_scanner.h), or None to walk in Python."""
+    ``body_scan_fn`` (native/body_scanner.h), or None to walk in Python."""
 
     def assign(self, body: memoryview, base_offset: int, log_append_time: int | None) -> None:
         """Write the broker-assigned base offset into a writable body, in place.

@@ -33,7 +33,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from commitgate import c_helpers
+from commitgate.native import c_helpers
 from commitgate.engine.body_format import BodyFormat
 from commitgate.engine.mapped_file import MappedFile
 from commitgate.engine.mapped_file_queue import MappedFileQueue

@@ -37,7 +37,7 @@ import struct
 from collections.abc import Callable
 from pathlib import Path
 
-from commitgate import c_helpers
+from commitgate.native import c_helpers
 from commitgate.engine import queue_core
 from commitgate.engine.file_handle_cache import FileHandleCache
 from commitgate.engine.mapped_file import MappedFile

@@ -20,7 +20,7 @@ import shutil
 import time
 from collections.abc import Callable, Iterator
 
-from commitgate import c_helpers
+from commitgate.native import c_helpers
 from commitgate.engine import queue_core
 from commitgate.engine.consume_queue import ConsumeQueue
 from commitgate.engine.file_handle_cache import FileHandleCache

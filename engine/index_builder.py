@@ -22,7 +22,7 @@ from array import array
 from collections import deque
 from pathlib import Path
 
-from commitgate import c_helpers
+from commitgate.native import c_helpers
 from commitgate.engine.body_format import BodyFormat
 from commitgate.engine.checkpoint import StoreCheckpoint
 from commitgate.engine.commit_log import CommitLog

@@ -23,7 +23,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from commitgate import c_helpers
+from commitgate.native import c_helpers
 from commitgate.engine.mapped_file import MappedFile
 
 # Fewer writes than this go on the calling thread alone: handing work to the helper costs

@@ -28,7 +28,7 @@ from commitgate.gateway.quotas.store import ClientQuotaStore
 from commitgate.gateway.request_metrics import RequestMetrics
 from commitgate.gateway.transactions.coordinator import TransactionCoordinator
 from commitgate.gateway.transactions.markers import MarkerWriter
-from commitgate.gateway.udp.stats import UdpStats
+from commitgate.gateway.udp_stats import UdpStats
 from commitgate.protocol.errors import ErrorCode
 from commitgate.protocol.record_batch import control_type, read_header
 
@@ -69,7 +69,7 @@ class Broker:
         self.fetch_waiters = FetchWaiters()
         self.network = NetworkStats()  # the listener's and connections' counters
         self.metrics = RequestMetrics()  # per API and per topic, for /metrics
-        self.udp = UdpStats()  # the UDP ingest's counters (gateway/udp/)
+        self.udp = UdpStats()  # the UDP ingest's counters (gateway/udp_ingest.py)
         # what clients sent wrong, rate-limited per address (connections, Produce refusals)
         self.peer_log = PeerLog(logging.getLogger("commitgate.clients"), self.network)
         self.producer_ids = ProducerIdAllocator(config.store.data_dir / "broker" / "producer_ids")

@@ -80,7 +80,7 @@ class BrokerConfig:
     # UDP ingest (udp.*; docs/architecture.md "UDP ingest"); udp_listener None: off
     udp_listener: Endpoint | None = None
     udp_topic: str = ""  # the topic of datagrams that do not name one
-    udp_format: str = "raw"  # raw, tsv or json (gateway/udp/framing.py)
+    udp_format: str = "raw"  # raw, tsv or json (gateway/udp_framing.py)
     udp_linger_ms: int = 5  # a datagram waits at most this long for its batch to fill
     udp_batch_bytes: int = 262_144  # a partition's batch is appended once this big
     udp_receive_buffer_bytes: int = 4_194_304  # SO_RCVBUF (capped by net.core.rmem_max)

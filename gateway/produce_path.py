@@ -1,6 +1,6 @@
 """The produce path: one partition's record set validated as Kafka's LogValidator does, checked
 against its idempotent or transactional producer, appended. The Produce handler
-(``handlers/produce.py``) and UDP ingest (``udp/ingest.py``) both append through it.
+(``handlers/produce.py``) and UDP ingest (``udp_ingest.py``) both append through it.
 
 Batches are checked header first (magic, lengths, CRC-32C, record count, size limit, codec),
 then record by record in C (framing, offset deltas, count, keys on compacted topics, timestamps

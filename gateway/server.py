@@ -13,7 +13,7 @@ from commitgate.gateway.broker import Broker
 from commitgate.gateway.config import BrokerConfig
 from commitgate.gateway.handlers import all_handlers
 from commitgate.gateway.listener import Listener
-from commitgate.gateway.udp.ingest import UdpIngest
+from commitgate.gateway.udp_ingest import UdpIngest
 from commitgate.protocol.record_batch import KafkaBodyFormat
 
 log = logging.getLogger("commitgate")

@@ -13,7 +13,7 @@ from pathlib import Path
 from commitgate.engine.config import FlushDiskType
 from commitgate.gateway.config import BrokerConfig, Endpoint
 from commitgate.gateway.groups.assignors import ASSIGNORS
-from commitgate.gateway.udp.framing import FORMATS as UDP_FORMATS
+from commitgate.gateway.udp_framing import FORMATS as UDP_FORMATS
 
 
 @dataclass(frozen=True)

@@ -500,7 +500,7 @@ static int batch_records(const uint8_t *buf, Py_ssize_t length, Py_ssize_t *end,
     return (buf[ATTRIBUTES_AT + 1] & CODEC_MASK) ? SCAN_NEEDS_PYTHON : SCAN_DONE;
 }
 
-/* body_scan_fn (include/body_scanner.h): the walker's view of a Kafka batch. */
+/* body_scan_fn (native/body_scanner.h): the walker's view of a Kafka batch. */
 static int scan_batch(const uint8_t *body, Py_ssize_t length, KeySpans *out)
 {
     Py_ssize_t end, count;

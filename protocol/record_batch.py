@@ -38,12 +38,12 @@ import crc32c
 from aiokafka.codec import gzip_decode, lz4_decode, snappy_decode, zstd_decode
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from commitgate import c_helpers
+from commitgate.native import c_helpers
 from commitgate.protocol import decompress, record_walk
 from commitgate.protocol.record_walk import KEY_SCAN_FIELDS
 
 # The record walk: RecordWalk, batch_keys and record_keys, in C, or the same in Python
-# (record_walk.py) where the C helper is not in use (commitgate/c_helpers.py).
+# (record_walk.py) where the C helper is not in use (native/c_helpers.py).
 walker = c_helpers.load("protocol._record_keys") or record_walk
 
 HEADER = struct.Struct(">qiibIhiqqqhii")

@@ -10,7 +10,7 @@ from types import ModuleType
 
 import pytest
 
-from commitgate import c_helpers
+from commitgate.native import c_helpers
 
 IMPLEMENTATIONS = ("c", "python")
 

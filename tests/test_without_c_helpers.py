@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from commitgate import c_helpers
+from commitgate.native import c_helpers
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITES = ("tests/protocol", "tests/engine", "tests/gateway/test_produce_validation.py")

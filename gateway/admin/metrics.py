@@ -1,5 +1,5 @@
 """The broker's Prometheus metrics: the counters the request path bumps
-(``gateway/request_metrics.py``, ``network_stats.py``, ``udp/stats.py``) and what the store,
+(``gateway/request_metrics.py``, ``network_stats.py``, ``udp_stats.py``) and what the store,
 the listener and the group coordinator already know, read when ``/metrics`` is scraped.
 
 ``BrokerCollector`` turns them and the broker's state into metric families at scrape time, into

@@ -9,7 +9,7 @@ from kafka.partitioner.default import murmur2 as kafka_murmur2
 
 from commitgate.gateway.config import Endpoint
 from commitgate.gateway.settings import broker_config
-from commitgate.gateway.udp.framing import Malformed, key_partition, murmur2, parse_json, parse_tsv
+from commitgate.gateway.udp_framing import Malformed, key_partition, murmur2, parse_json, parse_tsv
 
 
 def test_tsv_reads_topic_key_and_the_rest_as_value():

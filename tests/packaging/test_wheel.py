@@ -30,10 +30,13 @@ def test_wheel_has_one_top_level_import_name(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")
             } == {"commitgate"}
-    for package in ("engine", "protocol", "gateway", "gateway/handlers", "launcher", "pipeline",
-                    "bench", "cli", "compat_tests"):
+    for package in ("native", "engine", "protocol", "gateway", "gateway/handlers", "launcher",
+                    "pipeline", "bench", "cli", "compat_tests"):
         assert f"commitgate/{package}/__init__.py" in names
     assert "commitgate/__main__.py" in names
+    assert {"commitgate/engine/_commit_log", "commitgate/engine/_queue_core",
+            "commitgate/protocol/_record_keys"} <= {name.split(".")[0] for name in names
+                                                    if name.endswith(".so")}
     assert "commitgate/protocol/schemas/ConsumerGroupDescribeRequest.json" in names
     top_level = next(n for n in names if n.endswith(".dist-info/top_level.txt"))
     assert zipfile.ZipFile(wheel).read(top_level).decode().split() == ["commitgate"]

@@ -24,8 +24,8 @@ import asyncio_dgram
 from commitgate.gateway.broker import Broker
 from commitgate.gateway.produce_path import append_partition
 from commitgate.gateway.request_context import RequestContext
-from commitgate.gateway.udp.framing import FORMATS, Malformed, key_partition
-from commitgate.gateway.udp.stats import MALFORMED, OVERSIZE, REFUSED, UNKNOWN_TOPIC
+from commitgate.gateway.udp_framing import FORMATS, Malformed, key_partition
+from commitgate.gateway.udp_stats import MALFORMED, OVERSIZE, REFUSED, UNKNOWN_TOPIC
 from commitgate.protocol.errors import ErrorCode
 from commitgate.protocol.record_batch import HEADER_SIZE, build_batch
 

@@ -2,8 +2,8 @@
 
 Each helper (``HELPERS``) has a pure-Python fallback that makes the same checks with the same
 answers; ``load`` gives the helper, or None where it was not built or ``COMMITGATE_NO_C=1`` is
-set, so that one run can test the fallbacks on a machine that built the helpers. It lives at
-the root so that ``protocol/`` and ``engine/`` both use it without one importing the other.
+set, so that one run can test the fallbacks on a machine that built the helpers. It lives in
+``native/``, below both ``protocol/`` and ``engine/``, so that neither imports the other.
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
  * The engine treats a body as opaque; the body's owner (protocol/_record_keys.c for Kafka
  * batches) may export a scanner as a PyCapsule named BODY_SCANNER_CAPSULE. The walker calls it
  * on every body with the GIL released, so an index that follows the CommitLog needs the GIL
- * only for the keys it finds, not for each entry. The interface lives in include/, in neither
+ * only for the keys it finds, not for each entry. The interface lives in native/, in neither
  * layer, so that protocol/ includes nothing of engine/.
  */
 #ifndef COMMITGATE_BODY_SCANNER_H
