@@ -6,7 +6,8 @@ size, position, CRC) from the checkpoint on; the first invalid one and everythin
 cut off, ConsumeQueue units pointing past the cut are dropped, and the dispatcher replays what
 the queues lack. A partition whose queue directory is missing or damaged, or whose files end
 below the end recorded at the last thorough flush (files deleted or cut short), is rebuilt from
-the whole CommitLog.
+the whole CommitLog. Last, units a pointing left torn at a ConsumeQueue file boundary are
+mended (``_mend_torn_pointings``).
 """
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from commitgate.engine.checkpoint import StoreCheckpoint
-from commitgate.engine.commit_log import CommitLog, DispatchRequest
+from commitgate.engine.commit_log import COUNT_AND_BASE, CommitLog, DispatchRequest
+from commitgate.engine.consume_queue import ConsumeQueue
 from commitgate.engine.consume_queue_store import ConsumeQueueStore
 from commitgate.engine.dispatcher import Dispatcher
 from commitgate.engine.flush_consume_queue_service import syncfs
@@ -76,12 +78,68 @@ def recover(commit_log: CommitLog, queues: ConsumeQueueStore, dispatcher: Dispat
         # a rebuild may bring back records a compaction had removed: all of it is dirty again
         if table.topics[topic_name].cleaned_offsets.pop(partition, None) is not None:
             table.save()
-    if dispatcher.copies_placed:
-        # units pointing at copies: on disk before the cleaner may delete the originals
+    mended = 0 if clean else _mend_torn_pointings(commit_log, queues, table)
+    if dispatcher.copies_placed or mended:
+        # units pointing at copies (or mended): on disk before the cleaner may delete the
+        # entries they no longer point at
         queues.drain()
         syncfs(queues.paths.consumequeue)
         dispatcher.copies_placed = 0
     return report
+
+
+def _mend_torn_pointings(commit_log: CommitLog, queues: ConsumeQueueStore, table: TopicTable
+                         ) -> int:
+    """Mend the units a crash left torn at ConsumeQueue file boundaries; returns how many
+    boundaries were mended.
+
+    ``ConsumeQueue.point_at`` (the compactor's pointings, the cleaner's and replay's
+    repoints) writes a range of units one file at a time, so a crash between two of those
+    writes can leave the units of one batch, or of a run of removed offsets before the batch
+    they point at, pointing at two entries. Replay cannot see it (a copy's first unit already
+    points at the copy, and a dropped run leaves no copy at all), reads at the two sides
+    disagree, and the cleaner, judging an entry by its batch's first unit, would delete an
+    entry units still point at. A tear can only lie at a file boundary ``b``: there the unit
+    of ``b - 1`` points at an entry whose batch reaches past ``b`` (the offsets up to the
+    end of a batch point at it), so ``b`` must point at it too. The offsets from ``b`` to that
+    batch's end are pointed at it, which completes the pointing (or undoes its part past
+    ``b`` when the upper file reached the disk first): either way every entry pointed at is
+    on disk, as nothing is deleted before the units moving away from it are synced."""
+    mended = 0
+    for topic in table.topics.values():
+        for partition in range(topic.partitions):
+            queue = queues.get(topic.name, partition)
+            start = max(topic.log_start_offsets.get(partition, 0), queue.min_offset)
+            for boundary in _file_boundaries(queue, start):
+                if _mend_boundary(commit_log, queue, boundary):
+                    log.warning("recovery: %s-%d: the units from offset %d on pointed at "
+                                "another entry than those before it (a pointing cut short); "
+                                "mended", topic.name, partition, boundary)
+                    mended += 1
+    return mended
+
+
+def _file_boundaries(queue: ConsumeQueue, start: int) -> range:
+    """The first offsets of the queue's files above ``start`` and below its end."""
+    per_file = queue.entries_per_file
+    first = (start // per_file + 1) * per_file
+    return range(first, queue.max_offset, per_file)
+
+
+def _mend_boundary(commit_log: CommitLog, queue: ConsumeQueue, boundary: int) -> bool:
+    """Point the offsets from ``boundary`` to the end of the batch the unit just below points
+    at, when they point elsewhere; True when it wrote."""
+    phy, size, _ = queue.unit_or_hole(boundary - 1)
+    entry = commit_log.entry(phy, size) if size else None
+    if entry is None or len(entry) < COUNT_AND_BASE.size + 16:
+        return False
+    count, base = COUNT_AND_BASE.unpack_from(entry, 16)
+    end = min(base + count, queue.max_offset)
+    there = queue.unit_or_hole(boundary)
+    if end <= boundary or not there[1] or there[:2] == (phy, size):
+        return False  # a batch ends here, or the units agree (a hole is fill_holes' to mend)
+    queue.point_at(boundary, end, phy, size)
+    return True
 
 
 def _cover_from_log_start(queues: ConsumeQueueStore, table: TopicTable, topic: str,
