@@ -38,7 +38,12 @@ REWRITTEN = [[(b"a", b"1")], [(b"z", b"1")],
 DROPPED = [[(b"a", b"1")], [(b"z", b"1")],
            [(b"b", b"1"), (b"c", b"1"), (b"d", b"1"), (b"e", b"1")],
            [(b"b", b"2"), (b"c", b"2"), (b"d", b"2"), (b"e", b"2")], [(b"t", b"1")]]
-SCENARIOS = {"rewritten": REWRITTEN, "dropped": DROPPED}
+# offsets 0 | 1 | 2..5 (crosses 4) | 6, of a topic that is not compacted: the cleaner
+# relocates them all (the filler after them is deleted) and repoints the batch at 2 last
+RELOCATED = [[(b"a", b"1")], [(b"z", b"1")],
+             [(b"b", b"1"), (b"c", b"1"), (b"d", b"1"), (b"e", b"1")], [(b"t", b"1")]]
+SCENARIOS = {"rewritten": REWRITTEN, "dropped": DROPPED, "relocated": RELOCATED}
+COMPACTED = {"rewritten", "dropped"}
 
 
 def _die_between_files() -> None:
@@ -56,11 +61,14 @@ def _die_between_files() -> None:
 
 
 def crash_in_a_torn_pointing(tmp_path: str, scenario: str) -> None:
-    """Child: produce the scenario's batches, then clean; die inside the pointing."""
+    """Child: produce the scenario's batches, then clean (a relocation: after the filler's
+    deletion); die inside the pointing."""
     async def main() -> None:
         async with open_store(Path(tmp_path), **CONFIG) as store:
-            store.create_topic("c", 1, dict(KEEP_TOMBSTONES))
+            store.create_topic("c", 1, _topic_configs(scenario))
             _produce(store, "c", SCENARIOS[scenario])
+            if scenario not in COMPACTED:
+                _delete_filler(store)
             _die_between_files()
             await store.retention.run_once()
             raise AssertionError("the cleaning pointed no range across a file boundary")
@@ -74,6 +82,23 @@ def crash_rewritten(tmp_path: str) -> None:
 
 def crash_dropped(tmp_path: str) -> None:
     crash_in_a_torn_pointing(tmp_path, "dropped")
+
+
+def crash_relocated(tmp_path: str) -> None:
+    crash_in_a_torn_pointing(tmp_path, "relocated")
+
+
+def _topic_configs(scenario: str) -> dict[str, str]:
+    return dict(KEEP_TOMBSTONES) if scenario in COMPACTED else {"retention.ms": "-1"}
+
+
+def _delete_filler(store: MessageStore) -> None:
+    """Fill the first segment with records of ``filler`` and delete them: the next pass
+    relocates what else the segment holds and deletes it."""
+    if "filler" not in store.table.topics:
+        store.create_topic("filler", 1, {"retention.ms": "-1"})
+    _fill(store, 60)
+    store.delete_records("filler", 0, -1)
 
 
 def _model(scenario: str) -> dict[int, tuple[bytes, bytes]]:
@@ -105,12 +130,15 @@ def test_recovery_mends_a_pointing_torn_between_queue_files(tmp_path, run, scena
             assert len(set(heads)) == 1, f"the units of offsets 2..5 point at {heads}"
             assert_reads_continue(store)
             # the old entries' segment goes: every unit must point at an entry still there
-            store.create_topic("filler", 1, {"retention.ms": "-1"})
-            _fill(store, 60)
-            store.delete_records("filler", 0, -1)
+            first_segment_end = store.commit_log.queue.files[0].end_offset
+            _delete_filler(store)
             for _ in range(3):
                 await store.retention.run_once()
-            assert store.commit_log.min_offset > 0, "the originals' segment is still there"
+            assert store.commit_log.min_offset >= first_segment_end, \
+                "the originals' segment is still there"
             assert_reads_continue(store)
-            assert _read_all(store, "c") == _expected(_model(scenario))
+            model = _model(scenario)
+            expected = _expected(model) if scenario in COMPACTED else \
+                [(offset, *record) for offset, record in sorted(model.items())]
+            assert _read_all(store, "c") == expected
     run(body())
