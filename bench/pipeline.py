@@ -53,7 +53,7 @@ READ_TIMEOUT_S = 600.0
 PRODUCE_TIMEOUT_S = 1800.0
 SAMPLES_PER_S = 100
 CLICK_PARTITIONS = 4
-LATENCY_WARMUP_S = 15.0  # the first micro-batches compile and warm up: not measured
+LATENCY_WARMUP_S = 15.0  # the first micro-batches compile and warm up: not measured (default)
 # the source's executor reader fetches this much per partition; the consumer gets the same
 FETCH_BYTES = 8 << 20
 # py-spy frames that say which part of the executors' work a sample belongs to, first match wins
@@ -398,7 +398,7 @@ def generate_clicks(bootstrap: str, topic: str, rate: float, seconds: float) -> 
 
 
 def demo_latency(spark: SparkSession, bootstrap: str, rate: float, seconds: float,
-                 console: Console) -> Latency:
+                 console: Console, warmup_s: float = LATENCY_WARMUP_S) -> Latency:
     from commitgate.pipeline.window_counts import start_counts_query, stop_between_batches
 
     name = f"bench-clicks-{int(time.time())}"
@@ -410,8 +410,8 @@ def demo_latency(spark: SparkSession, bootstrap: str, rate: float, seconds: floa
           tempfile.TemporaryDirectory(prefix="commitgate-bench-checkpoint-") as checkpoint):
         query = start_counts_query(spark, bootstrap, name, f"{name}-counts", checkpoint)
         sent = generator.submit(generate_clicks, bootstrap, name, rate,
-                                LATENCY_WARMUP_S + seconds)
-        step(console, f"demo at {rate:,.0f} clicks/s: {LATENCY_WARMUP_S:.0f} s warm-up, "
+                                warmup_s + seconds)
+        step(console, f"demo at {rate:,.0f} clicks/s: {warmup_s:.0f} s warm-up, "
                       f"{seconds:.0f} s measured", lambda: _keep_running(sent, query))
         step(console, "demo: last micro-batches", lambda: stop_between_batches(query, 120))
         results = collect()
@@ -419,7 +419,7 @@ def demo_latency(spark: SparkSession, bootstrap: str, rate: float, seconds: floa
     clicks = produced(bootstrap, name, CLICK_PARTITIONS)
     first, last = min(c[2] for c in clicks), max(c[2] for c in clicks)
     batches = batches_of(progress, name)
-    measured, unmatched = latencies(batches, results, clicks, first + LATENCY_WARMUP_S * 1000)
+    measured, unmatched = latencies(batches, results, clicks, first + warmup_s * 1000)
     if not measured:
         raise RuntimeError(f"no click's counts reached {name}-counts ({len(results)} results, "
                            f"{len(batches)} micro-batches)")
@@ -478,6 +478,7 @@ class Settings:
     bootstrap: str | None = None  # None: start a CommitGate for the run
     rate: float = 10_000  # the demo's clicks/s
     latency_s: float = 30.0  # measured time of the demo, after its warm-up; 0: no demo
+    warmup_s: float = LATENCY_WARMUP_S  # the demo's first seconds, not measured
     value_bytes: int = 1024
     partitions: int = 4
 
@@ -501,7 +502,7 @@ def run(settings: Settings, console: Console) -> Report:
                 # the default keeps 100 progress updates: fewer than a long run's micro-batches
                 spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", "100000")
                 report.latency = demo_latency(spark, address, settings.rate, settings.latency_s,
-                                              console)
+                                              console, settings.warmup_s)
                 show_latency(report.latency, console)
         finally:
             spark.stop()
@@ -610,11 +611,16 @@ def _arguments(argv: list[str] | None) -> Settings:
                         help="the demo's clicks/s for the latency figures")
     parser.add_argument("--latency-seconds", type=float, default=defaults.latency_s,
                         help="measured seconds of the demo, after a warm-up; 0: no demo")
+    parser.add_argument("--warmup-seconds", type=float, default=defaults.warmup_s,
+                        help="the demo's first seconds, not measured (the first micro-batches "
+                             "compile and warm up)")
     args = parser.parse_args(argv)
-    if args.size_mib < 1 or args.rounds < 1 or args.rate <= 0 or args.latency_seconds < 0:
+    if args.size_mib < 1 or args.rounds < 1 or args.rate <= 0 or args.latency_seconds < 0 \
+            or args.warmup_seconds < 0:
         parser.error("--size-mib and --rounds must be at least 1, --rate above 0, "
-                     "--latency-seconds not negative")
-    return Settings(args.size_mib, args.rounds, args.bootstrap, args.rate, args.latency_seconds)
+                     "--latency-seconds and --warmup-seconds not negative")
+    return Settings(args.size_mib, args.rounds, args.bootstrap, args.rate, args.latency_seconds,
+                    warmup_s=args.warmup_seconds)
 
 
 if __name__ == "__main__":

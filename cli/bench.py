@@ -131,15 +131,17 @@ def bench_pipeline(
     rate: Annotated[float, typer.Option(help="the demo's clicks per second")] = 10_000,
     latency_seconds: Annotated[float, typer.Option(
         help="measured seconds of the demo after its warm-up; 0 skips it")] = 30.0,
+    warmup_seconds: Annotated[float, typer.Option(
+        help="the demo's first seconds, not measured (its first micro-batches warm up)")] = 15.0,
 ) -> None:
-    if min(size_mib, rounds) < 1 or rate <= 0 or latency_seconds < 0:
+    if min(size_mib, rounds) < 1 or rate <= 0 or min(latency_seconds, warmup_seconds) < 0:
         raise typer.BadParameter("--size-mib and --rounds must be at least 1, --rate positive, "
-                                 "--latency-seconds not negative")
+                                 "--latency-seconds and --warmup-seconds not negative")
     from commitgate.bench.pipeline import Settings
     from commitgate.bench.pipeline import main as pipeline_main
 
     pipeline_main(Settings(size_mib=size_mib, rounds=rounds, bootstrap=bootstrap, rate=rate,
-                           latency_s=latency_seconds))
+                           latency_s=latency_seconds, warmup_s=warmup_seconds))
 
 
 def _passthrough(name: str, module: str, summary: str) -> None:

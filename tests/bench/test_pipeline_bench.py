@@ -24,7 +24,8 @@ FIGURE = r"[\d,]+\.\d"
 def test_prints_both_readers_the_ratio_and_the_latency() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "commitgate.bench.pipeline", "--size-mib", "2", "--rounds", "1",
-         "--rate", "1000", "--latency-seconds", "5"],
+         # the default 15 s warm-up makes a run's figures steady; the test checks their shape
+         "--rate", "1000", "--latency-seconds", "5", "--warmup-seconds", "3"],
         cwd=ROOT, capture_output=True, text=True, timeout=880, check=False,
         env={**os.environ, "COLUMNS": "240"})
     out = proc.stdout
