@@ -29,7 +29,11 @@ def extension(name: str, source: str, depends: list[str]) -> Extension:
 setup(
     packages=packages(),
     package_dir={ROOT: ROOT, **{f"{ROOT}.{name}": name for name in SUBPACKAGES}},
-    package_data={f"{ROOT}.protocol": ["schemas/*.json"]},
+    package_data={f"{ROOT}.protocol": ["schemas/*.json"],
+                  # the compatibility matrix's drivers in other languages, run from the package
+                  f"{ROOT}.compat_tests": ["drivers/java/*.java", "drivers/*/*.js",
+                                            "drivers/*/package.json",
+                                            "drivers/*/package-lock.json"]},
     ext_modules=[
         extension("protocol._record_keys", "protocol/_record_keys.c",
                   ["native/body_scanner.h", "native/big_endian.h"]),

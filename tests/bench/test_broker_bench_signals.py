@@ -55,12 +55,16 @@ def _brokers_under(root_pid: int) -> dict[int, int]:
 
 
 def _running(pid: int) -> bool:
-    """A live broker at ``pid``: not gone, not a zombie waiting for its reaper."""
+    """A live broker at ``pid``: not gone, not a zombie waiting for its reaper. A process on
+    its way out has no command line any more (its memory goes before its sockets close): it
+    counts as running until it is a zombie; a command line without ``serve`` is another
+    process that took the pid."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return False
-    return stat[stat.rindex(")") + 2] not in "ZX" and "serve" in _cmdline(pid)
+    args = [arg for arg in _cmdline(pid) if arg]
+    return stat[stat.rindex(")") + 2] not in "ZX" and (not args or "serve" in args)
 
 
 def _listening(port: int) -> bool:

@@ -7,6 +7,8 @@ import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+SUBPACKAGES = ("native", "engine", "protocol", "gateway", "launcher", "pipeline", "bench", "cli",
+               "compat_tests")
 
 
 def _checkout_copy(target: Path) -> Path:
@@ -30,9 +32,15 @@ def test_wheel_has_one_top_level_import_name(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")
             } == {"commitgate"}
-    for package in ("native", "engine", "protocol", "gateway", "gateway/handlers", "launcher",
-                    "pipeline", "bench", "cli", "compat_tests"):
-        assert f"commitgate/{package}/__init__.py" in names
+    # every source file of the mapped folders, each folder a package (none left out as a
+    # namespace package without __init__.py)
+    sources = [path.relative_to(source) for folder in SUBPACKAGES
+               for path in (source / folder).rglob("*") if path.suffix in (".py", ".java", ".js")
+               and "node_modules" not in path.parts]
+    assert sources and [str(path) for path in sources
+                        if f"commitgate/{path}" not in names] == []
+    assert [str(path.parent) for path in sources if path.suffix == ".py"
+            and f"commitgate/{path.parent}/__init__.py" not in names] == []
     assert "commitgate/__main__.py" in names
     assert {"commitgate/engine/_commit_log", "commitgate/engine/_queue_core",
             "commitgate/protocol/_record_keys"} <= {name.split(".")[0] for name in names
