@@ -113,28 +113,25 @@ def _alive(pid: int) -> bool:
     return True
 
 
-class Interrupted(SystemExit):
-    """A SIGTERM or SIGINT arrived: the run stops, exit status 128 + the signal's number."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(128 + signum)
-        self.signum = signum
-
-
 @contextmanager
-def stop_on_signals() -> Iterator[None]:
-    """SIGTERM and SIGINT raise :class:`Interrupted` in the main thread (once: a second signal
-    while the run cleans up is ignored, the clean-up being bounded); the previous handlers
-    return after."""
+def stop_on_signals(on_signal: Callable[[int], None]) -> Iterator[None]:
+    """SIGTERM and SIGINT run ``on_signal`` in the main thread, then end the process with
+    128 + the signal's number; the previous handlers return after. The handler exits rather
+    than raising: an exception raised in a signal handler can surface inside a C extension's
+    call (librdkafka's admin futures) as a SystemError that no ``except`` expects."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    received: list[int] = []
 
     def handle(signum: int, frame: object) -> None:
-        if not received:
-            received.append(signum)
-            raise Interrupted(signum)
+        for sig in (signal.SIGTERM, signal.SIGINT):  # once: the clean-up is bounded
+            signal.signal(sig, signal.SIG_IGN)
+        try:
+            on_signal(signum)
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(128 + signum)
 
     previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
@@ -142,6 +139,16 @@ def stop_on_signals() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _abandon(signum: int, root: Path, targets: list[Target]) -> None:
+    """A signal ends the run: its data is thrown away, so the brokers are killed, not stopped."""
+    # straight to the descriptor: a live progress display holds what the console prints
+    os.write(2, f"{signal.Signals(signum).name}: killing {len(targets)} broker(s), removing "
+                f"{root}\n".encode())
+    for target in targets:
+        target.kill()
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def _slug(name: str) -> str:
@@ -379,9 +386,8 @@ def main(profile_name: str = "quick", against: list[str] | None = None, out: Pat
         console.print(f"removed {path}, left by a run that was killed")
     left_out: list[str] = []
     targets: list[Target] = []
-    with stop_on_signals():
-        root = make_root()
-        interrupted = None
+    root = make_root()
+    with stop_on_signals(lambda signum: _abandon(signum, root, targets)):
         try:
             start_targets(root, against or [], peers, console, left_out, targets)
             harness = Harness(targets, profile, console)
@@ -389,15 +395,9 @@ def main(profile_name: str = "quick", against: list[str] | None = None, out: Pat
             if profile_broker:
                 flame.record(targets[0], [w for w in profile.workloads if w.name in FLAMED],
                              harness.measure, out, profile.profile_seconds, console)
-        except Interrupted as exc:
-            interrupted = exc
-            raise
         finally:
-            if interrupted:  # the data is thrown away: no need for a clean stop
-                console.print(f"[yellow]{signal.Signals(interrupted.signum).name}: killing "
-                              f"{len(targets)} broker(s), removing {root}[/]")
             for target in targets:
-                (target.kill if interrupted else target.stop)()
+                target.stop()
             shutil.rmtree(root, ignore_errors=True)
     rows = report(targets, profile, console, left_out)
     shares = ratios(targets, profile, console)

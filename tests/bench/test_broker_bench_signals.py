@@ -97,6 +97,15 @@ def _wait_gone(pids: list[int]) -> list[int]:
     return alive
 
 
+def _wait_closed(ports: list[int]) -> list[int]:
+    """Those of ``ports`` still listening at the deadline (a killed process's sockets close a
+    moment after it is reaped, as the kernel tears down what it held)."""
+    deadline = time.monotonic() + EXIT_TIMEOUT_S
+    while (open_ports := [p for p in ports if _listening(p)]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return open_ports
+
+
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL],
                          ids=["SIGTERM", "SIGINT", "SIGKILL"])
@@ -120,12 +129,12 @@ def test_brokers_and_their_directories_go_with_the_benchmark(tmp_path: Path, sig
             assert _wait_gone(list(brokers)) == []
             assert run_dir.exists()  # nobody was left to remove it: the next run does
             assert remove_dead_runs(temp) == [run_dir]
-        else:  # it killed and reaped its brokers itself before exiting
+        else:  # it killed its brokers before exiting (one still starting: the kernel, as it exits)
             assert bench.returncode == 128 + sig, output[-3000:]
-            assert [pid for pid in brokers if _running(pid)] == [], output[-3000:]
+            assert _wait_gone(list(brokers)) == [], output[-3000:]
             assert signal.Signals(sig).name in output, output[-3000:]
         assert list(temp.glob(f"{ROOT_PREFIX}*")) == [], output[-3000:]
-        assert not any(_listening(port) for port in brokers.values())
+        assert _wait_closed(list(brokers.values())) == []
     finally:
         if bench.poll() is None:
             bench.kill()
