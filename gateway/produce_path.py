@@ -3,11 +3,12 @@ against its idempotent or transactional producer, appended. The Produce handler
 (``handlers/produce.py``) and UDP ingest (``udp_ingest.py``) both append through it.
 
 Batches are checked header first (magic, lengths, CRC-32C, record count, size limit, codec),
-then record by record in C (framing, offset deltas, count, keys on compacted topics, timestamps
-within message.timestamp.before/after.max.ms), decompressing in bounded pieces; then the
-idempotent producer's epoch and sequence. A bad batch is never stored: refusals are
-CORRUPT_MESSAGE, INVALID_RECORD, INVALID_TIMESTAMP or MESSAGE_TOO_LARGE, with KIP-467 record
-errors where Kafka gives them. As in Kafka, a batch's maxTimestamp is its newest record's.
+then record by record, by the C walk or its Python twin (framing, offset deltas, count, keys on
+compacted topics, timestamps within message.timestamp.before/after.max.ms), decompressing in
+bounded pieces; then the idempotent producer's epoch and sequence. A bad batch is never stored:
+refusals are CORRUPT_MESSAGE, INVALID_RECORD, INVALID_TIMESTAMP or MESSAGE_TOO_LARGE, with
+KIP-467 record errors where Kafka gives them. As in Kafka, a batch's maxTimestamp is its newest
+record's.
 """
 from __future__ import annotations
 
