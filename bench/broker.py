@@ -32,7 +32,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from commitgate.bench import charts, flame, topics
-from commitgate.bench.profiles import FETCH_1, FETCH_COMMITTED, PRODUCE_ACKS1, PRODUCE_TXN, PROFILES, Profile
+from commitgate.bench.profiles import (
+    FETCH_1,
+    FETCH_COMMITTED,
+    PRODUCE_ACKS1,
+    PRODUCE_TXN,
+    PROFILES,
+    Profile,
+)
 from commitgate.bench.targets import PEERS, Target, by_address, start_commitgate
 from commitgate.bench.workloads import (
     FETCH,

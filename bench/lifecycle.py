@@ -55,9 +55,20 @@ from rich.console import Console
 from rich.progress import Progress, TaskID
 from rich.table import Table
 
-from commitgate.bench.store import RECORD_VALUE, YIELD_EVERY_BYTES, _index_settled, append_round_robin, clear
+from commitgate.bench.store import (
+    RECORD_VALUE,
+    YIELD_EVERY_BYTES,
+    _index_settled,
+    append_round_robin,
+    clear,
+)
 from commitgate.engine import MessageStore, StoreConfig, StoreStatus
-from commitgate.protocol.record_batch import KafkaBodyFormat, build_batch, decode_records, read_header
+from commitgate.protocol.record_batch import (
+    KafkaBodyFormat,
+    build_batch,
+    decode_records,
+    read_header,
+)
 
 MIB = 1 << 20
 KIB = 1 << 10

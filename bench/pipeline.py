@@ -155,7 +155,9 @@ def consume_all(bootstrap: str, topic: str, partitions: int) -> Read:
 
 def spark_session() -> SparkSession:
     """The demo's session (local[2], 2 shuffle partitions, quiet, commitgate registered)."""
-    from commitgate.pipeline.window_counts import demo_session  # pyspark only when Spark runs: quick --help
+    from commitgate.pipeline.window_counts import (
+        demo_session,  # pyspark only when Spark runs: quick --help
+    )
 
     return demo_session("local[2]", "commitgate-bench-pipeline")
 

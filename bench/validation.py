@@ -217,8 +217,7 @@ def headers_only_check(buf, max_batch_bytes: int, _rules: RecordRules | None = N
 def serve(header_only: bool, overrides: list[str]) -> None:
     """A broker process (``python -m commitgate.bench.validation serve``), its produce handler's
     validation swapped for the old one when ``header_only``."""
-    from commitgate.gateway import settings
-    from commitgate.gateway import produce_path
+    from commitgate.gateway import produce_path, settings
     from commitgate.gateway.server import configure_logging, run_loop, run_until_signal
 
     configure_logging("warning")

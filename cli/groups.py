@@ -19,7 +19,6 @@ from kafka.protocol.api_message import ApiMessage
 from rich.console import Console
 from rich.table import Table
 
-from commitgate.protocol import schemas as own_schemas
 from commitgate.cli.common import (
     DEFAULT_BOOTSTRAP,
     AsJson,
@@ -30,6 +29,7 @@ from commitgate.cli.common import (
     print_json,
 )
 from commitgate.gateway.admin.query import parse_time
+from commitgate.protocol import schemas as own_schemas
 
 groups_app = typer.Typer(help="Consumer groups: list, describe with members and lag, reset "
                               "offsets, delete.", no_args_is_help=True)

@@ -9,7 +9,14 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from commitgate.compat_tests.matrix import CROSS, Cell, Matrix, clients_named, run_matrix, scenarios_named
+from commitgate.compat_tests.matrix import (
+    CROSS,
+    Cell,
+    Matrix,
+    clients_named,
+    run_matrix,
+    scenarios_named,
+)
 from commitgate.compat_tests.report import (
     counts,
     differences,

@@ -17,7 +17,14 @@ from kafka import KafkaConsumer, TopicPartition
 
 from commitgate.compat_tests.clients import CLIENTS, ClientSpec, Unavailable
 from commitgate.compat_tests.contract import DriverError, DriverGone, DriverProcess, Record
-from commitgate.compat_tests.scenarios import BASE_TS, SCENARIOS, Scenario, Unmet, expect, same_records
+from commitgate.compat_tests.scenarios import (
+    BASE_TS,
+    SCENARIOS,
+    Scenario,
+    Unmet,
+    expect,
+    same_records,
+)
 from commitgate.compat_tests.session import POLL_MS, Harness, Session
 
 CROSS = "cross-client"

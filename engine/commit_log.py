@@ -33,11 +33,11 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from commitgate.native import c_helpers
 from commitgate.engine.body_format import BodyFormat
 from commitgate.engine.mapped_file import MappedFile
 from commitgate.engine.mapped_file_queue import MappedFileQueue
 from commitgate.engine.segment_ledger import SegmentLedger
+from commitgate.native import c_helpers
 
 # None without the C helper: the prefix is then packed in Python
 _write_entry = c_helpers.pick("engine._commit_log", "write_entry", None)

@@ -37,7 +37,6 @@ import struct
 from collections.abc import Callable
 from pathlib import Path
 
-from commitgate.native import c_helpers
 from commitgate.engine import queue_core
 from commitgate.engine.file_handle_cache import FileHandleCache
 from commitgate.engine.mapped_file import MappedFile
@@ -45,6 +44,7 @@ from commitgate.engine.mapped_file_queue import StoreDamaged, segment_starts
 from commitgate.engine.paths import offset_file_name
 from commitgate.engine.queue_core import CQ_UNIT, NO_TIMESTAMP, UNIT_SIZE
 from commitgate.engine.queue_writer import UnitWrite
+from commitgate.native import c_helpers
 
 QueueCore = c_helpers.pick("engine._queue_core", "QueueCore", queue_core.QueueCore)
 

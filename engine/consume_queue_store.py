@@ -20,13 +20,13 @@ import shutil
 import time
 from collections.abc import Callable, Iterator
 
-from commitgate.native import c_helpers
 from commitgate.engine import queue_core
 from commitgate.engine.consume_queue import ConsumeQueue
 from commitgate.engine.file_handle_cache import FileHandleCache
 from commitgate.engine.paths import StorePaths
 from commitgate.engine.queue_writer import QueueWriter, TailWrites, UnitWrite, write_error
 from commitgate.engine.topic_table import atomic_write
+from commitgate.native import c_helpers
 
 tail_writes = c_helpers.pick("engine._queue_core", "tail_writes", queue_core.tail_writes)
 

@@ -22,13 +22,13 @@ from array import array
 from collections import deque
 from pathlib import Path
 
-from commitgate.native import c_helpers
 from commitgate.engine.body_format import BodyFormat
 from commitgate.engine.checkpoint import StoreCheckpoint
 from commitgate.engine.commit_log import CommitLog
 from commitgate.engine.config import StoreConfig
 from commitgate.engine.index_file import IndexService
 from commitgate.engine.supervision import Supervisor, TaskHealth
+from commitgate.native import c_helpers
 
 # None without the C helper: entries are then walked in Python
 _follow = c_helpers.pick("engine._commit_log", "follow", None)

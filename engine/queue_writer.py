@@ -23,8 +23,8 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from commitgate.native import c_helpers
 from commitgate.engine.mapped_file import MappedFile
+from commitgate.native import c_helpers
 
 # Fewer writes than this go on the calling thread alone: handing work to the helper costs
 # tens of microseconds, a few writes' worth.

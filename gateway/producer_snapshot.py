@@ -14,7 +14,12 @@ from pathlib import Path
 
 from commitgate.engine.topic_table import atomic_write
 from commitgate.gateway.partition_txns import AbortedTxn, PartitionTransactions
-from commitgate.gateway.producer_state import BatchMetadata, Key, ProducerEntry, ProducerStateManager
+from commitgate.gateway.producer_state import (
+    BatchMetadata,
+    Key,
+    ProducerEntry,
+    ProducerStateManager,
+)
 
 log = logging.getLogger(__name__)
 

@@ -83,10 +83,33 @@ class RecordWalk:
     (stored batches, for their keys) leaves out the produce-only checks: offset deltas 0, 1,
     2..., header keys UTF-8 and the attributes' high bit."""
 
-    __slots__ = ("count", "base_timestamp", "low", "high", "need_keys", "strict", "phase",
-                 "varint", "shift", "length", "left", "skip", "headers", "utf8", "records",
-                 "timestamp", "max_timestamp", "error_count", "timestamp_errors", "_errors",
-                 "_failure", "_keys", "_key", "_key_budget", "_key_bytes")
+    __slots__ = (
+        "_errors",
+        "_failure",
+        "_key",
+        "_key_budget",
+        "_key_bytes",
+        "_keys",
+        "base_timestamp",
+        "count",
+        "error_count",
+        "headers",
+        "high",
+        "left",
+        "length",
+        "low",
+        "max_timestamp",
+        "need_keys",
+        "phase",
+        "records",
+        "shift",
+        "skip",
+        "strict",
+        "timestamp",
+        "timestamp_errors",
+        "utf8",
+        "varint",
+    )
 
     def __init__(self, count: int, base_timestamp: int, need_keys: bool = False,
                  low: int = INT64_MIN, high: int = INT64_MAX, key_budget: int = 0, *,

@@ -72,10 +72,10 @@ def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
     stack: list[str] = []
     on_stack: set[str] = set()
     circles: list[list[str]] = []
-    for root in graph:
+    for root, targets in graph.items():
         if root in index:
             continue
-        work = [(root, iter(sorted(graph[root])))]
+        work = [(root, iter(sorted(targets)))]
         index[root] = low[root] = len(index)
         stack.append(root)
         on_stack.add(root)

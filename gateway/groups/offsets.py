@@ -14,7 +14,12 @@ from commitgate.gateway.groups.consumer_group import ConsumerGroup
 from commitgate.gateway.groups.group import CONSUMER_PROTOCOL, ClassicGroup, GroupState, now_ms
 from commitgate.gateway.groups.membership import Membership
 from commitgate.gateway.groups.offsets_topic import OffsetsTopic
-from commitgate.gateway.groups.records import OffsetValue, offset_key, offset_value, read_offset_value
+from commitgate.gateway.groups.records import (
+    OffsetValue,
+    offset_key,
+    offset_value,
+    read_offset_value,
+)
 from commitgate.gateway.groups.txn_offsets import PendingOffsets, TxnKey
 from commitgate.protocol.errors import ErrorCode
 

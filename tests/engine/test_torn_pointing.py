@@ -17,9 +17,9 @@ import os
 from pathlib import Path
 
 import pytest
+
 from commitgate.engine import MessageStore
 from commitgate.engine.consume_queue import ConsumeQueue
-
 from tests.engine.conftest import open_store
 from tests.engine.test_compaction import KEEP_TOMBSTONES, _expected, _produce, _read_all
 from tests.engine.test_copy_replay import SMALL_SEGMENTS, _fill

@@ -23,8 +23,8 @@ from prometheus_client.openmetrics.parser import (
 from prometheus_client.parser import text_string_to_metric_families
 
 from commitgate.compat_tests.wire import WireClient
-from commitgate.launcher import BrokerProcess, free_port
 from commitgate.gateway.settings import broker_config
+from commitgate.launcher import BrokerProcess, free_port
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 from commitgate.protocol.record_batch import Record, build_batch, decode_records

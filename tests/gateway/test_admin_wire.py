@@ -7,8 +7,8 @@ import pytest
 
 from commitgate.compat_tests.wire import WireClient
 from commitgate.gateway.handlers import all_handlers
-from commitgate.launcher import BrokerProcess
 from commitgate.gateway.topic_configs import TOPIC_CONFIGS
+from commitgate.launcher import BrokerProcess
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 from commitgate.protocol.record_batch import build_batch

@@ -20,10 +20,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from commitgate.compat_tests import wire
 from commitgate.compat_tests.clients import _jars, need, run_tool
 from commitgate.compat_tests.wire import WireClient
-from commitgate.launcher import BrokerProcess
 from commitgate.gateway.quotas.manager import QuotaManager
 from commitgate.gateway.quotas.rate import QuotaRate
 from commitgate.gateway.quotas.store import Alteration, ClientQuotaStore, entity_of
+from commitgate.launcher import BrokerProcess
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 from commitgate.protocol.record_batch import build_batch

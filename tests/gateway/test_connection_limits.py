@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from commitgate.compat_tests.wire import WireClient
-from commitgate.launcher import BrokerProcess
 from commitgate.gateway.peer_log import BURST
+from commitgate.launcher import BrokerProcess
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 from commitgate.protocol.record_batch import build_batch

@@ -10,8 +10,8 @@ import sys
 
 from commitgate.compat_tests.wire import WireClient
 from commitgate.gateway.env_settings import environment_settings, setting_name
-from commitgate.launcher import free_port
 from commitgate.gateway.settings import load
+from commitgate.launcher import free_port
 from commitgate.protocol import messages
 from tests.waiting import wait_until
 

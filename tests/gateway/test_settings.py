@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from commitgate.launcher import free_port
 from commitgate.gateway.settings import load
+from commitgate.launcher import free_port
 
 
 @pytest.mark.parametrize("listener", ["SSL://127.0.0.1:9093", "SASL_SSL://127.0.0.1:9093",

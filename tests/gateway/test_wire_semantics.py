@@ -6,11 +6,15 @@ import threading
 import time
 import uuid
 
-
 from commitgate.compat_tests.wire import WireClient
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
-from commitgate.protocol.record_batch import TIMESTAMP_TYPE_MASK, build_batch, decode_records, read_header
+from commitgate.protocol.record_batch import (
+    TIMESTAMP_TYPE_MASK,
+    build_batch,
+    decode_records,
+    read_header,
+)
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, CREATE_TOPICS = 0, 1, 2, 3, 19
 Produce = messages.get("ProduceRequest").cls

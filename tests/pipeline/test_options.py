@@ -16,7 +16,13 @@ from commitgate.pipeline.kafka_read import (
     rate_limit,
     split_ranges,
 )
-from commitgate.pipeline.options import OptionError, batch_bounds, parse_read, parse_write, stream_start
+from commitgate.pipeline.options import (
+    OptionError,
+    batch_bounds,
+    parse_read,
+    parse_write,
+    stream_start,
+)
 
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:9"}
 
