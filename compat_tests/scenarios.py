@@ -5,6 +5,7 @@ not applicable (clients.py)."""
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -212,9 +213,11 @@ def group(s: Session) -> None:
                 for i in range(40)]
     sent = s.produce(topic, records)
     s.open("a", topic, None, group=name)
+    started = time.monotonic()
     first = s.poll_raw("a", 20, POLL_MS)
     expect(first["assignment"] == list(range(GROUP_PARTITIONS)),
-           f"the lone member holds {first['assignment']}")
+           f"the lone member holds {first['assignment']} after reading "
+           f"{len(first['records'])} records in {time.monotonic() - started:.1f} s")
     middle = {str(p): GROUP_COMMITTED_AT for p in range(GROUP_PARTITIONS)}
     committed = s.call("commit", name="a", offsets=middle)["committed"]
     expect(committed == middle, f"committed {committed}, asked {middle}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -37,7 +38,8 @@ def _apt(command: list[str]) -> int:
 
 
 @pytest.fixture(scope="module")
-def matrix(tmp_path_factory) -> Matrix:
+def matrix(tmp_path_factory) -> tuple[Matrix, Path]:
+    """The matrix and the broker's log (a failing client's test shows its lines)."""
     _install_kcat()
     with BrokerProcess(tmp_path_factory.mktemp("compat") / "data",
                        # KIP-848 members hear of a rebalance on their next heartbeat; a classic
@@ -46,12 +48,13 @@ def matrix(tmp_path_factory) -> Matrix:
                        {"num.partitions": "1", "group.consumer.heartbeat.interval.ms": "500",
                         "group.initial.rebalance.delay.ms": "0"}
                        ) as broker:
-        return run_matrix(broker.bootstrap, "CommitGate")
+        return run_matrix(broker.bootstrap, "CommitGate"), broker.log_path
 
 
 @pytest.mark.parametrize("client", client_names())
 def test_client_passes_its_scenarios(matrix, client):
-    [result] = [c for c in matrix.clients if c.name == client]
+    run, broker_log = matrix
+    [result] = [c for c in run.clients if c.name == client]
     skipped = {cell.detail for cell in result.cells.values() if cell.status == "skipped"}
     if skipped:
         reason = f"{client} skipped: {'; '.join(sorted(skipped))}"
@@ -59,4 +62,13 @@ def test_client_passes_its_scenarios(matrix, client):
             pytest.skip(f"{reason} ({ALLOW_MISSING}=1)")
         pytest.fail(f"{reason}: every client must run in CI ({ALLOW_MISSING}=1 skips locally)")
     failed = {name: cell.detail for name, cell in result.cells.items() if cell.status == "fail"}
+    if failed:
+        _print_broker_lines(broker_log, f"-{client}-")
     assert not failed, f"{client} ({result.version}) failed: {failed}"
+
+
+def _print_broker_lines(log: Path, mark: str, most: int = 200) -> None:
+    """The broker's log lines naming the client's topics and groups (shown with a failure)."""
+    lines = [line for line in log.read_text(errors="replace").splitlines() if mark in line]
+    print(f"broker log lines with {mark!r} (last {most} of {len(lines)}):")
+    print("\n".join(lines[-most:]))
