@@ -17,6 +17,7 @@ from commitgate.cli.query import query
 from commitgate.cli.records import consume, produce
 from commitgate.cli.store import store_app
 from commitgate.cli.topic import topic_app
+from commitgate.cli.users import users_app
 from commitgate.gateway import settings
 from commitgate.gateway.env_settings import environment_settings
 from commitgate.gateway.server import configure_logging, run_loop
@@ -34,6 +35,7 @@ app.command(help="Find records by key (through CommitGate's IndexFiles), offset 
                  "the broker's admin API.")(query)
 app.add_typer(store_app, name="store")
 app.add_typer(pipeline_app, name="pipeline")
+app.add_typer(users_app, name="user")
 @app.command(help="Start CommitGate on the store in log.dirs (default ./data).\n\n"
                   "Settings (as --override KEY=VALUE, lines of --config FILE or environment "
                   "variables COMMITGATE_KEY_IN_CAPITALS, dots as underscores; --override wins "
@@ -50,12 +52,13 @@ def serve(
     except (ValueError, OSError) as exc:
         raise typer.BadParameter(str(exc)) from None
     from commitgate.engine import StoreLocked, VolumeTooSmall
+    from commitgate.gateway.security.tls import SecurityError
     from commitgate.gateway.server import run_until_signal
 
     try:
         run_loop(run_until_signal(broker_config))
-    except (OSError, StoreLocked, VolumeTooSmall) as exc:  # port taken, data directory in
-        # use, unwritable or on too small a filesystem
+    except (OSError, StoreLocked, VolumeTooSmall, SecurityError) as exc:  # port taken, data
+        # directory in use, unwritable or on too small a filesystem; a key file missing
         logging.getLogger("commitgate").error("CommitGate cannot start: %s", exc)
         raise typer.Exit(1) from None
 

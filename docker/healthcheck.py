@@ -12,7 +12,7 @@ import sys
 import urllib.error
 import urllib.request
 
-from commitgate.gateway.config import Endpoint
+from commitgate.gateway.endpoint import Endpoint
 from commitgate.gateway.env_settings import environment_settings
 from commitgate.gateway.settings import broker_config
 

@@ -14,7 +14,8 @@ from commitgate.engine.status import AppendResult
 from commitgate.engine.topic_table import TopicRecord
 from commitgate.gateway.broker_configs import BrokerConfigs
 from commitgate.gateway.cluster_meta import cluster_id
-from commitgate.gateway.config import BrokerConfig, Endpoint
+from commitgate.gateway.config import BrokerConfig
+from commitgate.gateway.endpoint import Endpoint
 from commitgate.gateway.fetch_waiters import FetchWaiters
 from commitgate.gateway.groups.coordinator import GroupCoordinator
 from commitgate.gateway.groups.offsets_topic import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
@@ -26,6 +27,7 @@ from commitgate.gateway.producer_state import ProducerStateManager
 from commitgate.gateway.quotas.manager import QuotaManager
 from commitgate.gateway.quotas.store import ClientQuotaStore
 from commitgate.gateway.request_metrics import RequestMetrics
+from commitgate.gateway.security.scram_store import ScramStore
 from commitgate.gateway.transactions.coordinator import TransactionCoordinator
 from commitgate.gateway.transactions.markers import MarkerWriter
 from commitgate.gateway.udp_stats import UdpStats
@@ -56,15 +58,20 @@ STORE_ERRORS = {
 @dataclass
 class Node:
     node_id: int
-    endpoint: Endpoint
+    endpoints: dict[str, Endpoint]  # advertised, by listener name
     rack: str | None = None
+
+    def endpoint(self, listener: str) -> Endpoint:
+        """Where a client that came in on ``listener`` reaches this node."""
+        return self.endpoints[listener]
 
 
 class Broker:
     def __init__(self, config: BrokerConfig, store: MessageStore) -> None:
         self.config = config
         self.store = store
-        self.node = Node(config.node_id, config.advertised_endpoint)
+        self.node = Node(config.node_id, {spec.name: config.advertised_endpoint(spec.name)
+                                          for spec in config.listeners})
         self.cluster_id = cluster_id(config.store.data_dir, config.node_id)
         self.fetch_waiters = FetchWaiters()
         self.network = NetworkStats()  # the listener's and connections' counters
@@ -88,6 +95,7 @@ class Broker:
         quotas.load()
         self.quotas = QuotaManager(quotas, config.quota_window_num,
                                    config.quota_window_size_seconds)
+        self.scram = ScramStore(config.store.data_dir / "broker")  # SASL's users
         store.add_dispatch_listener(self.fetch_waiters.on_dispatch)
         self.groups = GroupCoordinator(config, store)
         self.transactions = TransactionCoordinator(config, store, self.producer_ids,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from commitgate.engine.topic_table import atomic_write
-from commitgate.gateway.config import BrokerConfig, Endpoint
+from commitgate.gateway.config import BrokerConfig
 from commitgate.gateway.settings import SETTINGS, Setting
 from commitgate.gateway.topic_configs import TOPIC_CONFIGS, ConfigType
 
@@ -70,14 +70,30 @@ def _show(value: object) -> str | None:
         return "true" if value else "false"
     if isinstance(value, enum.Enum):
         return str(value.value)
-    if isinstance(value, Endpoint):
-        return f"PLAINTEXT://{value}"
+    if isinstance(value, tuple):
+        return ",".join(value)
     return str(value)
 
 
-def _read(config: BrokerConfig, setting: Setting) -> object:
-    owner, _, name = setting.field.rpartition(".")
-    return getattr(config.store if owner else config, name)
+# the listener settings, resolved together into config.listeners, shown as Kafka writes them
+DERIVED = {
+    "listeners": lambda c: ",".join(map(str, c.listeners)),
+    "advertised.listeners": lambda c: ",".join(f"{s.name}://{c.advertised_endpoint(s.name)}"
+                                               for s in c.listeners),
+    "listener.security.protocol.map": lambda c: ",".join(f"{s.name}:{s.protocol.value}"
+                                                         for s in c.listeners),
+}
+# PASSWORD configs: described with a null value, as Kafka hides them
+SENSITIVE = frozenset({"ssl.keystore.password", "ssl.key.password", "ssl.truststore.password",
+                       "ssl.keystore.key"})
+
+
+def _read(config: BrokerConfig, name: str) -> object:
+    if name in DERIVED:
+        return DERIVED[name](config)
+    owner, _, field = SETTINGS[name].field.rpartition(".")
+    holder = {"store": config.store, "security": config.security}.get(owner, config)
+    return getattr(holder, field)
 
 
 def _write(config: BrokerConfig, setting: Setting, value: object) -> None:
@@ -87,14 +103,18 @@ def _write(config: BrokerConfig, setting: Setting, value: object) -> None:
 
 def value_of(config: BrokerConfig, name: str) -> str | None:
     """The value in force of broker config ``name``."""
-    value = _read(config, SETTINGS[name])
+    if name in SENSITIVE:
+        return None
+    value = _read(config, name)
     if name == "log.retention.hours":
         return str(value // HOUR_MS)
     return _show(value)
 
 
 def config_type(name: str) -> ConfigType:
-    default = _read(_DEFAULTS, SETTINGS[name])
+    if name in SENSITIVE:
+        return ConfigType.PASSWORD
+    default = _read(_DEFAULTS, name)
     if isinstance(default, bool):
         return ConfigType.BOOLEAN
     if isinstance(default, float):
@@ -118,7 +138,7 @@ class BrokerConfigs:
         self.per_broker: dict[str, str] = {}
         self.cluster: dict[str, str] = {}
         # what each dynamic config was before any runtime change (static or built in)
-        self._started = {name: _read(config, SETTINGS[name]) for name in DYNAMIC}
+        self._started = {name: _read(config, name) for name in DYNAMIC}
 
     def load(self) -> None:
         """Apply the runtime changes kept from earlier runs (a bad entry is logged, skipped),
@@ -171,7 +191,7 @@ class BrokerConfigs:
         """Kafka's synonym chain: every layer's value of ``name`` and its synonyms, highest
         layer first, from ``name`` itself on (a synonym ranked above it is left out)."""
         names = names_of(name)
-        static = self.config.static_properties
+        static = {n: v for n, v in self.config.static_properties.items() if n not in SENSITIVE}
         layers = [(self.per_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
                   (self.cluster, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
                   (static, ConfigSource.STATIC_BROKER_CONFIG),

@@ -4,40 +4,28 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from commitgate.engine.config import StoreConfig
+from commitgate.gateway.endpoint import Endpoint
+from commitgate.gateway.security.config import SecurityConfig
+from commitgate.gateway.security.listeners import (
+    ListenerSpec,
+    SecurityProtocol,
+    default_advertised,
+)
 
 DEFAULT_PORT = 9092
 DEFAULT_ADMIN_PORT = 9644  # Redpanda's admin API port
 
 
-@dataclass(frozen=True)
-class Endpoint:
-    host: str
-    port: int
-
-    @classmethod
-    def parse(cls, text: str) -> Endpoint:
-        """``PLAINTEXT://host:port``, ``host:port`` or ``:port`` (Kafka's listener syntax).
-
-        Only PLAINTEXT is served: a listener asking for SSL or SASL is refused rather than
-        served in the clear."""
-        protocol, sep, address = text.strip().rpartition("://")
-        if sep and protocol.upper() != "PLAINTEXT":
-            raise ValueError(f"listener {text!r}: security protocol {protocol!r} is not "
-                             f"supported; CommitGate serves PLAINTEXT only")
-        address = address.strip()
-        host, sep, port = address.rpartition(":")
-        if not sep or not port.isdigit():
-            raise ValueError(f"expected [PLAINTEXT://]host:port, got {text!r}")
-        return cls(host.strip("[]"), int(port))
-
-    def __str__(self) -> str:
-        return f"{self.host}:{self.port}"
-
-
 @dataclass
 class BrokerConfig:
-    listener: Endpoint = Endpoint("127.0.0.1", DEFAULT_PORT)
-    advertised: Endpoint | None = None  # default: the listener, 127.0.0.1 shown as localhost
+    # listeners by security protocol; advertised addresses by listener name (the default: the
+    # listener's own, 127.0.0.1 and wildcards shown as localhost); gateway/security/listeners.py
+    listeners: tuple[ListenerSpec, ...] = field(default_factory=lambda: (ListenerSpec(
+        "PLAINTEXT", SecurityProtocol.PLAINTEXT, Endpoint("127.0.0.1", DEFAULT_PORT)),))
+    advertised: dict[str, Endpoint] = field(default_factory=dict)
+    # ssl.* and sasl.* settings, and each listener's own (listener.name.NAME.*) where given
+    security: SecurityConfig = field(default_factory=SecurityConfig)
+    listener_security: dict[str, SecurityConfig] = field(default_factory=dict)
     node_id: int = 1
     num_partitions: int = 1  # partitions of auto-created topics and CreateTopics with -1
     default_replication_factor: int = 1
@@ -88,10 +76,14 @@ class BrokerConfig:
     store: StoreConfig = field(default_factory=StoreConfig)
 
     @property
-    def advertised_endpoint(self) -> Endpoint:
-        if self.advertised is not None:
-            return self.advertised
-        host = self.listener.host
-        if host in ("127.0.0.1", "0.0.0.0", ""):
-            host = "localhost"
-        return Endpoint(host, self.listener.port)
+    def listener(self) -> Endpoint:
+        """The first listener's address (where health checks and launchers look)."""
+        return self.listeners[0].endpoint
+
+    def advertised_endpoint(self, listener: str) -> Endpoint:
+        """What clients that connected to ``listener`` are told (Metadata, FindCoordinator)."""
+        spec = next(s for s in self.listeners if s.name == listener)
+        return self.advertised.get(listener) or default_advertised(spec.endpoint)
+
+    def security_of(self, listener: str) -> SecurityConfig:
+        return self.listener_security.get(listener, self.security)

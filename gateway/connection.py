@@ -5,6 +5,9 @@ happen in arrival order and SYNC_FLUSH producers share fsyncs), and responses ar
 head of the queue completes. Record sets in responses go to the transport as separate buffers
 (``writelines``), never joined in Python. A request's frame (and its charge to the broker's
 request memory) is given back once its response is written: handlers keep views of it until then.
+Each connection has a security session (gateway/security/session.py): on a SASL listener it
+admits only the authentication exchange until that completes, and a refused one closes the
+connection once its answer is written.
 """
 from __future__ import annotations
 
@@ -18,10 +21,16 @@ from typing import Protocol
 from commitgate.gateway.broker import Broker
 from commitgate.gateway.frame_reader import SIZE, FrameError, FrameReader
 from commitgate.gateway.handlers import Handler, all_handlers
+from commitgate.gateway.handlers.sasl_authenticate import authenticate
 from commitgate.gateway.peer_log import PeerLog
 from commitgate.gateway.quotas.manager import enforced
 from commitgate.gateway.request_context import RequestContext
 from commitgate.gateway.request_memory import RequestMemory
+from commitgate.gateway.security.config import SecurityConfig
+from commitgate.gateway.security.listeners import ListenerSpec
+from commitgate.gateway.security.sasl_errors import AuthenticationFailed
+from commitgate.gateway.security.session import SASL_AUTHENTICATE, ClientSession, SaslSettings
+from commitgate.gateway.security.tls import certificate_principal
 from commitgate.protocol import messages
 from commitgate.protocol.codec import Chunks, DecodeError
 from commitgate.protocol.errors import ErrorCode
@@ -38,8 +47,9 @@ MAX_IN_FLIGHT = 64  # requests queued on one connection before reading pauses
 SHORT_PAIR = struct.Struct(">hh")  # api key and version, the start of every request
 
 # a request started: its header, handler, the task making its response, its frame, and when
-# its last bytes were read (time.monotonic; the request metrics' latency starts there)
-InFlight = tuple[RequestHeader, Handler, asyncio.Future, memoryview, float]
+# its last bytes were read (time.monotonic; the request metrics' latency starts there); a bare
+# SASL token has no header
+InFlight = tuple[RequestHeader | None, Handler, asyncio.Future, memoryview, float]
 
 
 class ConnectionOwner(Protocol):
@@ -55,8 +65,12 @@ class ConnectionOwner(Protocol):
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, broker: Broker, owner: ConnectionOwner) -> None:
+    def __init__(self, broker: Broker, owner: ConnectionOwner, listener: ListenerSpec,
+                 security: SecurityConfig, sasl: SaslSettings | None = None) -> None:
         self.broker = broker
+        self.listener = listener
+        self.security = security
+        self.session = ClientSession(listener, sasl)
         self.handlers = all_handlers()  # one shared dict
         self.owner = owner
         self.transport: asyncio.Transport | None = None
@@ -76,7 +90,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.host, port = transport.get_extra_info("peername")[:2]
         self.peer = f"{self.host}:{port}"
         self.owner.opened(self)
-        log.debug("connection from %s", self.peer)
+        log.debug("connection from %s on listener %s", self.peer, self.listener.name)
+        tls = transport.get_extra_info("ssl_object")
+        if tls is not None and self.session.sasl is None:  # SSL: the certificate says who
+            try:
+                self.session.principal = certificate_principal(
+                    tls.getpeercert(binary_form=True), self.security)
+            except PermissionError as exc:
+                self.owner.peer_log.warning(self.host, "%s: %s; closing", self.peer, exc)
+                self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.owner.closed(self)
@@ -154,8 +176,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _on_frame(self, view: memoryview) -> bool:
         """Decode one request and start its handler; False closes the connection."""
+        if self.session.raw_tokens:
+            return self._on_raw_token(view)
         try:
             api_key, version, correlation_id = peek_api(view)
+            refusal = self.session.refusal(api_key, time.monotonic())
+            if refusal is not None:
+                self.owner.peer_log.warning(self.host, "%s (listener %s): %s; closing",
+                                            self.peer, self.listener.name, refusal)
+                return False
             handler = self.handlers.get(api_key)
             if handler is None:
                 self.broker.network.unsupported_requests += 1
@@ -174,13 +203,24 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return False
         log.debug("%s v%d from client %r at %s", handler.name, version, header.client_id,
                   self.peer)
-        quota = self.broker.quotas.resolve(header.client_id)
-        ctx = RequestContext(self.broker, version, header.client_id, self.peer, quota)
+        quota = self.broker.quotas.resolve(header.client_id, self.session.user)
+        ctx = RequestContext(self.broker, version, header.client_id, self.peer, self.session,
+                             quota)
         work = handler.handle(ctx, request)
         if quota is not None:
             work = enforced(work, quota, api_key, len(view), self.throttle)
         task = asyncio.ensure_future(work)
         self._queue.append((header, handler, task, view, self.last_active))
+        task.add_done_callback(self._drain)
+        return True
+
+    def _on_raw_token(self, view: memoryview) -> bool:
+        """A bare SASL token (after SaslHandshake v0): answered with a bare challenge; a failed
+        authentication closes the connection (this framing has no way to say why)."""
+        ctx = RequestContext(self.broker, 0, None, self.peer, self.session)
+        task = asyncio.ensure_future(authenticate(ctx, bytes(view)))
+        self._queue.append((None, self.handlers[SASL_AUTHENTICATE], task, view,
+                            self.last_active))
         task.add_done_callback(self._drain)
         return True
 
@@ -227,13 +267,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
                  received: float) -> bool:
         """Write the response of a finished request and count it; False (logged) when the
         handler or the response's encoding failed."""
+        if header is None:
+            return self._respond_raw(task)
         try:
             response = task.result()
             if response is not None:
                 self._write(header, response)
             self.broker.metrics.answered(handler.name, received,
                                          getattr(response, "error_code", ErrorCode.NONE))
-            return True
+            return not self.session.close_after_reply
         except DecodeError as exc:  # a check Kafka makes when it parses the request: it closes
             self.broker.network.malformed_requests += 1
             self.owner.peer_log.warning(self.host, "%s sent %s v%d: %s; closing", self.peer,
@@ -245,6 +287,20 @@ class KafkaConnection(asyncio.BufferedProtocol):
                       exc_info=exc)
             self.broker.metrics.answered(handler.name, received, ErrorCode.UNKNOWN_SERVER_ERROR)
             return False
+
+    def _respond_raw(self, task: asyncio.Future) -> bool:
+        if task.exception() is not None:
+            if not isinstance(task.exception(), AuthenticationFailed):
+                log.error("SASL authentication of %s failed", self.peer,
+                          exc_info=task.exception())
+            return False
+        challenge, _ = task.result()
+        if self.session.authenticated:
+            self.session.raw_tokens = False
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.writelines([SIZE.pack(len(challenge)), challenge])
+            self.last_active = time.monotonic()
+        return True
 
     def _write(self, header: RequestHeader, response: object) -> None:
         if self.transport is None or self.transport.is_closing():

@@ -9,7 +9,10 @@ it stop accepting, which a server from ``create_server`` cannot. As Kafka's Conn
   * ``connections.max.idle.ms`` (negative: never): a connection with no request in flight that
     received nothing and was answered nothing for that long is closed by a periodic sweep.
 The listener also owns what connections share: the request memory (``queued.max.request.bytes``)
-and the rate-limited log of what clients sent wrong.
+and the rate-limited log of what clients sent wrong. It listens on every configured listener
+(``listeners``), each with its security protocol: a TLS listener's handshakes run as tasks of
+their own (bounded by ``ssl.handshake.timeout``), so a client that never finishes one holds up
+nobody; they count toward the per-address limit meanwhile.
 """
 from __future__ import annotations
 
@@ -22,18 +25,28 @@ import time
 from commitgate.gateway.broker import Broker
 from commitgate.gateway.connection import KafkaConnection
 from commitgate.gateway.request_memory import RequestMemory
+from commitgate.gateway.security.listener_security import ListenerSecurity
+from commitgate.gateway.security.session import FailedLogins, SaslSettings
 
 log = logging.getLogger(__name__)
 
 BACKLOG = 1024
 SWEEP_MAX_S = 1.0  # the idle sweep also ends the peer log's intervals
 SWEEP_MIN_S = 0.01
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
 
 class Listener:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, securities: list[ListenerSecurity]) -> None:
         config = broker.config
         self.broker = broker
+        self.securities = securities
+        self.failed_logins = FailedLogins()  # every SASL listener's, by address
+        self._sasl = {s.spec.name: SaslSettings(s.config, broker.scram, s.oauth,
+                                                self.failed_logins)
+                      for s in securities if s.spec.protocol.sasl}
+        self._handshakes: set[asyncio.Task] = set()
+        self._handshaking: collections.Counter[str] = collections.Counter()
         self.stats = broker.network
         self.memory = RequestMemory(config.queued_max_request_bytes, self.stats)
         self.peer_log = broker.peer_log
@@ -52,11 +65,29 @@ class Listener:
         for host, limit in config.max_connections_per_ip_overrides.items():
             for address in await _addresses(host):
                 self._host_limits[address] = limit
-        self._sockets = await _listen(config.listener.host, config.listener.port)
-        for index, sock in enumerate(self._sockets):
-            self._tasks.append(self.supervisor.spawn(f"listener-accept-{index}",
-                                                     lambda sock=sock: self._accept(sock)))
+        bound: list[tuple[socket.socket, ListenerSecurity]] = []
+        try:
+            for security in self.securities:
+                endpoint = security.spec.endpoint
+                for sock in await _bind(endpoint.host, endpoint.port):
+                    self._sockets.append(sock)
+                    bound.append((sock, security))
+            for sock, _ in bound:  # all at once: a client that reaches one reaches them all
+                sock.listen(BACKLOG)
+        except OSError:
+            self.close()
+            raise
+        for sock, security in bound:
+            self._tasks.append(self.supervisor.spawn(
+                f"listener-accept-{security.spec.name}-{len(self._tasks)}",
+                lambda sock=sock, security=security: self._accept(sock, security)))
         self._tasks.append(self.supervisor.spawn("listener-sweeper", self._sweep))
+
+    def bound(self, name: str) -> list[tuple[str, int]]:
+        """The addresses listener ``name`` is bound to (the ports the OS chose for port 0)."""
+        ports = {s.spec.name: s.spec.endpoint.port for s in self.securities}
+        return [sock.getsockname()[:2] for sock in self._sockets
+                if ports[name] in (0, sock.getsockname()[1])]
 
     @property
     def accepting(self) -> bool:
@@ -65,7 +96,7 @@ class Listener:
 
     def close(self) -> None:
         """Stop accepting (open connections stay until ``finish``)."""
-        for task in self._tasks:
+        for task in [*self._tasks, *self._handshakes]:
             task.cancel()
         for sock in self._sockets:
             sock.close()
@@ -98,7 +129,7 @@ class Listener:
     def _host_limit(self, host: str) -> int:
         return self._host_limits.get(host, self.broker.config.max_connections_per_ip)
 
-    async def _accept(self, sock: socket.socket) -> None:
+    async def _accept(self, sock: socket.socket, security: ListenerSecurity) -> None:
         loop = asyncio.get_running_loop()
         while True:
             if not self._room.is_set():
@@ -114,21 +145,43 @@ class Listener:
                 await asyncio.sleep(1.0)
                 continue
             host = address[0]
-            if self._per_host[host] >= self._host_limit(host):
+            held = self._per_host[host] + self._handshaking[host]
+            if held >= self._host_limit(host):
                 self.stats.connections_refused_per_ip += 1
                 self.peer_log.warning(host, "%s has %d connections (max.connections.per.ip); "
-                                      "closed the next one", host, self._per_host[host])
+                                      "closed the next one", host, held)
                 client.close()
                 continue
-            await self._connect(client)
+            if security.tls is None:
+                await self._connect(client, security, host)
+                continue
+            self._handshaking[host] += 1
+            task = asyncio.ensure_future(self._connect(client, security, host))
+            self._handshakes.add(task)
+            task.add_done_callback(lambda done, host=host: self._handshake_done(done, host))
 
-    async def _connect(self, client: socket.socket) -> None:
+    def _handshake_done(self, task: asyncio.Task, host: str) -> None:
+        self._handshakes.discard(task)
+        self._handshaking[host] -= 1
+        if not self._handshaking[host]:
+            del self._handshaking[host]
+
+    async def _connect(self, client: socket.socket, security: ListenerSecurity,
+                       host: str) -> None:
         try:
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as create_server
             await asyncio.get_running_loop().connect_accepted_socket(
-                lambda: KafkaConnection(self.broker, self), client)
-        except OSError as exc:  # the client left already
-            log.debug("a connection closed before it was set up: %s", exc)
+                lambda: KafkaConnection(self.broker, self, security.spec, security.config,
+                                        self._sasl.get(security.spec.name)),
+                client, ssl=security.tls,
+                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S if security.tls else None)
+        except (TimeoutError, OSError) as exc:  # the client left, or its TLS failed
+            if security.tls is not None:
+                self.stats.tls_handshakes_failed += 1
+                self.peer_log.warning(host, "TLS handshake on listener %s with %s failed: %s",
+                                      security.spec.name, host, exc)
+            else:
+                log.debug("a connection closed before it was set up: %s", exc)
             client.close()
 
     async def _sweep(self) -> None:
@@ -151,9 +204,9 @@ async def _addresses(host: str) -> set[str]:
     return {info[4][0] for info in infos}
 
 
-async def _listen(host: str, port: int) -> list[socket.socket]:
-    """Listening sockets for every address of ``host`` (all interfaces when it is empty), as
-    ``create_server`` makes them."""
+async def _bind(host: str, port: int) -> list[socket.socket]:
+    """Sockets bound to every address of ``host`` (all interfaces when it is empty), as
+    ``create_server`` makes them, not yet listening."""
     infos = await asyncio.get_running_loop().getaddrinfo(
         host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     sockets = []
@@ -165,7 +218,6 @@ async def _listen(host: str, port: int) -> list[socket.socket]:
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             sock.bind(address)
-            sock.listen(BACKLOG)
             sock.setblocking(False)
     except OSError:
         for sock in sockets:

@@ -18,3 +18,6 @@ class NetworkStats:
     request_memory_waits: int = 0  # times a connection waited for that memory
     warnings_suppressed: int = 0  # by the per-client rate limit of those warnings
     produce_refused: int = 0  # partitions' record sets refused by Produce validation
+    tls_handshakes_failed: int = 0  # plaintext clients on TLS ports, untrusted certificates
+    sasl_authentications: int = 0  # completed SASL logins and re-authentications
+    sasl_authentication_failures: int = 0  # refused credentials, tokens, mechanisms' messages

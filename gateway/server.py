@@ -13,6 +13,7 @@ from commitgate.gateway.broker import Broker
 from commitgate.gateway.config import BrokerConfig
 from commitgate.gateway.handlers import all_handlers
 from commitgate.gateway.listener import Listener
+from commitgate.gateway.security import listener_security
 from commitgate.gateway.udp_ingest import UdpIngest
 from commitgate.protocol.record_batch import KafkaBodyFormat
 
@@ -24,10 +25,12 @@ SHUTDOWN_GRACE_S = 10.0
 async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
     """Serve until ``stop`` is set."""
     all_handlers()  # import every handler now: a broken one fails the start, not a request
+    securities = listener_security.prepare(  # before the store: a bad setting refuses the start
+        config.listeners, {spec.name: config.security_of(spec.name) for spec in config.listeners})
     store = MessageStore(config.store, KafkaBodyFormat())
     report = await store.open()
     broker = Broker(config, store)
-    listener = Listener(broker)
+    listener = Listener(broker, securities)
     admin = AdminServer(broker, listener, config.admin_listener) if config.admin_listener \
         else None
     udp = UdpIngest(broker) if config.udp_listener else None
@@ -49,7 +52,8 @@ async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
     broker.transactions.load()  # after the groups: completing a transaction may need offsets
     broker.transactions.start()
     log.info("CommitGate listening on %s (advertised as %s), node %d, cluster %s, data in %s "
-             "(%s start, %d topics, %s)", config.listener, broker.node.endpoint,
+             "(%s start, %d topics, %s)", ", ".join(map(str, config.listeners)),
+             ", ".join(f"{name}://{e}" for name, e in broker.node.endpoints.items()),
              config.node_id, broker.cluster_id, config.store.data_dir.resolve(),
              "clean" if report.clean else "unclean", len(store.topics()),
              config.store.flush_disk_type.value)

@@ -7,12 +7,20 @@ Unknown names are refused, so a typo never passes silently.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from commitgate.engine.config import FlushDiskType
-from commitgate.gateway.config import BrokerConfig, Endpoint
+from commitgate.gateway.config import BrokerConfig
+from commitgate.gateway.endpoint import Endpoint
 from commitgate.gateway.groups.assignors import ASSIGNORS
+from commitgate.gateway.security import listeners
+from commitgate.gateway.security.config import (
+    MECHANISMS,
+    SECURITY_SETTINGS,
+    SecurityConfig,
+    split_listener_key,
+)
 from commitgate.gateway.udp_framing import FORMATS as UDP_FORMATS
 
 
@@ -27,13 +35,6 @@ def _bool(text: str) -> bool:
     if text.lower() not in ("true", "false"):
         raise ValueError(f"expected true or false, got {text!r}")
     return text.lower() == "true"
-
-
-def _listener(text: str) -> Endpoint:
-    listeners = [item for item in text.split(",") if item.strip()]
-    if len(listeners) != 1:
-        raise ValueError("exactly one listener is supported")
-    return Endpoint.parse(listeners[0])
 
 
 def _endpoint_url(text: str, scheme: str, label: str) -> Endpoint | None:
@@ -112,9 +113,18 @@ def _log_dirs(text: str) -> Path:
 
 
 SETTINGS: dict[str, Setting] = {
-    "listeners": Setting("listener", _listener, "where to listen (default PLAINTEXT://127.0.0.1:9092)"),
-    "advertised.listeners": Setting("advertised", _listener,
-                                    "address given to clients (default: the listener)"),
+    # resolved together once all are read (_resolve_listeners): no field of their own
+    "listeners": Setting("", listeners.parse_addresses,
+                         "NAME://HOST:PORT entries, comma-separated: where to listen, each with "
+                         "the security protocol its name maps to (default "
+                         "PLAINTEXT://127.0.0.1:9092)"),
+    "advertised.listeners": Setting("", listeners.parse_addresses,
+                                    "NAME://HOST:PORT: the address clients of each listener are "
+                                    "given (default: the listener's own)"),
+    "listener.security.protocol.map": Setting(
+        "", listeners.parse_protocol_map,
+        "NAME:PROTOCOL pairs: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL for each listener "
+        "name (default: each protocol's own name)"),
     "admin.listeners": Setting("admin_listener", _admin_listener,
                                "the admin HTTP API and Prometheus /metrics as http://HOST:PORT; "
                                "empty: off (default http://127.0.0.1:9644)"),
@@ -276,6 +286,9 @@ SETTINGS: dict[str, Setting] = {
     "log.cleaner.io.max.bytes.per.second": Setting(
         "store.cleaner_io_max_bytes_per_second", float,
         "the CommitLog cleaner copies at most this many bytes a second (67108864)"),
+    **{key: Setting(f"security.{name}", parse, f"{text}; listener.name.NAME.{key} for one "
+                    f"listener" if key.startswith(("ssl.", "sasl.")) else text)
+       for key, (name, parse, text) in SECURITY_SETTINGS.items()},
 }
 
 
@@ -300,9 +313,11 @@ COARSER = frozenset({"log.retention.hours"})
 def broker_config(properties: dict[str, str]) -> BrokerConfig:
     """Build the broker's settings; raises ValueError naming the bad key."""
     config = BrokerConfig(static_properties=dict(properties))
+    per_listener: dict[str, dict[str, object]] = {}
     # a coarser synonym first, so the finer one wins whatever the order given (Kafka's rule)
     for key, text in sorted(properties.items(), key=lambda item: item[0] not in COARSER):
-        setting = SETTINGS.get(key)
+        named = split_listener_key(key)
+        setting = SETTINGS.get(named[1] if named else key)
         if setting is None:
             raise ValueError(f"unknown setting {key!r} (see `commitgate serve --help`)")
         try:
@@ -310,11 +325,49 @@ def broker_config(properties: dict[str, str]) -> BrokerConfig:
         except ValueError as exc:
             raise ValueError(f"setting {key}={text!r}: {exc}") from None
         owner, _, name = setting.field.rpartition(".")
-        setattr(config.store if owner else config, name, value)
+        if named:
+            per_listener.setdefault(named[0], {})[name] = value
+        elif owner == "security":
+            config.security = replace(config.security, **{name: value})
+        elif setting.field:  # the listener settings have none: _resolve_listeners reads them
+            setattr(config.store if owner else config, name, value)
     config.store.__post_init__()
+    _resolve_listeners(config, properties, per_listener)
     if config.udp_listener is not None and config.udp_format == "raw" and not config.udp_topic:
         raise ValueError("udp.listeners with udp.format=raw needs udp.topic")
     return config
+
+
+def _resolve_listeners(config: BrokerConfig, properties: dict[str, str],
+                       per_listener: dict[str, dict[str, object]]) -> None:
+    """The listeners with their protocols and advertised addresses, each listener's security
+    settings, and a refusal of what no listener could serve."""
+    addresses = listeners.parse_addresses(properties.get("listeners", "") or
+                                          "PLAINTEXT://127.0.0.1:9092")
+    protocols = dict(listeners.DEFAULT_PROTOCOL_MAP)
+    if "listener.security.protocol.map" in properties:
+        protocols = listeners.parse_protocol_map(properties["listener.security.protocol.map"])
+    advertised = properties.get("advertised.listeners")
+    config.listeners, config.advertised = listeners.resolve(
+        addresses, protocols, listeners.parse_addresses(advertised) if advertised else None)
+    unknown = sorted(set(per_listener) - set(addresses))
+    if unknown:
+        raise ValueError(f"listener.name.{unknown[0].lower()}.*: no listener is named "
+                         f"{unknown[0]}")
+    config.listener_security = {name: replace(config.security, **fields)
+                                for name, fields in per_listener.items()}
+    for spec in config.listeners:
+        if spec.protocol.sasl:
+            _check_mechanisms(spec.name, config.security_of(spec.name))
+
+
+def _check_mechanisms(listener: str, security: SecurityConfig) -> None:
+    mechanisms = security.sasl_enabled_mechanisms
+    unserved = [m for m in mechanisms if m not in MECHANISMS]
+    if not mechanisms or unserved:
+        raise ValueError(f"sasl.enabled.mechanisms for listener {listener}: "
+                         f"{', '.join(unserved) or 'none'} cannot be served; CommitGate serves "
+                         f"{', '.join(MECHANISMS)} (Kafka's default is GSSAPI: set it)")
 
 
 def load(config_file: Path | None, overrides: list[str],

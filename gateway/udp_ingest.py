@@ -24,6 +24,8 @@ import asyncio_dgram
 from commitgate.gateway.broker import Broker
 from commitgate.gateway.produce_path import append_partition
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.listeners import ListenerSpec, SecurityProtocol
+from commitgate.gateway.security.session import ClientSession
 from commitgate.gateway.udp_framing import FORMATS, Malformed, key_partition
 from commitgate.gateway.udp_stats import MALFORMED, OVERSIZE, REFUSED, UNKNOWN_TOPIC
 from commitgate.protocol.errors import ErrorCode
@@ -55,8 +57,11 @@ class UdpIngest:
         self.default_topic = config.udp_topic or None
         self.linger_s = config.udp_linger_ms / 1000
         self.max_datagram = config.udp_max_datagram_bytes
+        # datagrams come from nobody authenticated: the ANONYMOUS principal of a plaintext
+        # listener named UDP
+        udp = ListenerSpec("UDP", SecurityProtocol.PLAINTEXT, self.endpoint)
         self.ctx = RequestContext(broker, api_version=13, client_id=CLIENT_ID,
-                                  peer=f"udp://{self.endpoint}")
+                                  peer=f"udp://{self.endpoint}", session=ClientSession(udp, None))
         self._pending: dict[tuple[str, int], _Pending] = {}
         self._round_robin: dict[str, itertools.count] = {}
         self._due = asyncio.Event()  # something is pending: the linger timer runs

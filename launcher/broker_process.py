@@ -2,7 +2,9 @@
 
 The broker is the real thing: ``python -m commitgate serve`` (the ``commitgate serve`` command)
 with its own data directory, reachable at ``bootstrap``, its admin HTTP API on a free port of its
-own at ``admin_url`` (off when the overrides set ``admin.listeners`` empty); stopping it sends
+own at ``admin_url`` (off when the overrides set ``admin.listeners`` empty). It counts as started
+once the broker process itself listens on its port (another process that took the port meanwhile
+does not count: the start is tried again on new ports it picked itself). Stopping it sends
 SIGTERM (clean) or SIGKILL (crash). It runs in its own process group and dies with the process
 that started it (``launcher/children.py``), so a test run or benchmark killed by a timeout leaves
 no broker behind.
@@ -19,15 +21,22 @@ from pathlib import Path
 from typing import ClassVar, Self
 
 from commitgate.launcher.children import child_options, signal_group
+from commitgate.launcher.listening import listening_ports
 
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 30.0
+START_TRIES = 3  # a port picked free can be taken by another process before the broker binds it
+PORT_TAKEN = "address already in use"
 
 
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+class PortTaken(RuntimeError):
+    """The broker could not bind a port it was given."""
 
 
 class BrokerProcess:
@@ -37,13 +46,20 @@ class BrokerProcess:
     def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None,
                  port: int | None = None, log_path: Path | None = None) -> None:
         self.data_dir = Path(data_dir)
+        # ports picked here (none given, nor set in the overrides) are picked again if taken
+        self.own_ports = port is None and not {"listeners", "admin.listeners"} & set(
+            overrides or {})
         self.port = port or free_port()
-        self.admin_port = free_port()
-        while self.admin_port == self.port:
-            self.admin_port = free_port()
+        self.admin_port = self._other_port()
         self.overrides = dict(overrides or {})
         self.log_path = log_path or self.data_dir.with_name(self.data_dir.name + ".log")
         self.process: subprocess.Popen | None = None
+
+    def _other_port(self) -> int:
+        chosen = free_port()
+        while chosen == self.port:
+            chosen = free_port()
+        return chosen
 
     @property
     def bootstrap(self) -> str:
@@ -64,32 +80,52 @@ class BrokerProcess:
         return args
 
     def start(self) -> Self:
+        for attempt in range(1, START_TRIES + 1):
+            try:
+                return self._start_once()
+            except PortTaken:
+                if attempt == START_TRIES or not self.own_ports:
+                    raise
+                self.port = free_port()
+                self.admin_port = self._other_port()
+        raise AssertionError("unreachable")
+
+    def _start_once(self) -> Self:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child keeps it
         self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
                                         env={**os.environ, "PYTHONUNBUFFERED": "1"},
                                         **child_options())
         log.close()
         try:
-            self._wait_listening()
+            self._wait_listening(log_start)
         except BaseException:  # also a Ctrl-C or a starter's signal handler while waiting
-            if self.process.poll() is None:
+            if self.process is not None and self.process.poll() is None:
                 self.kill()
             raise
         return self
 
-    def _wait_listening(self) -> None:
+    def _wait_listening(self, log_start: int) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"broker exited with {self.process.returncode}: "
-                                   f"{self.log_tail()}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                code, self.process = self.process.returncode, None
+                failure = PortTaken if PORT_TAKEN in self._log_since(log_start).lower() \
+                    else RuntimeError
+                raise failure(f"broker exited with {code}: {self.log_tail()}")
+            if self.port in listening_ports(self.process.pid):
                 return
-            except OSError:
-                time.sleep(0.05)
+            time.sleep(0.05)
         raise RuntimeError(f"broker did not listen within {START_TIMEOUT_S}s: {self.log_tail()}")
+
+    def _log_since(self, offset: int) -> str:
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(offset)
+                return log.read().decode(errors="replace")
+        except OSError:
+            return ""
 
     def stop(self) -> int:
         """SIGTERM and wait: returns the exit code (0 for a clean stop)."""

@@ -42,7 +42,9 @@ def test_the_c_helpers_are_built() -> None:
 def test_protocol_engine_and_produce_validation_pass_without_the_c_helpers() -> None:
     if c_helpers.disabled():
         pytest.skip(f"this run is already without the C helpers ({c_helpers.SWITCH} is set)")
-    command = [sys.executable, "-m", "pytest", *SUITES, "-x", "-q", "-p", "no:cacheprovider",
+    # in one process (-n 0): this test's worker already shares the machine with another
+    command = [sys.executable, "-m", "pytest", *SUITES, "-x", "-q", "-n", "0", "-p",
+               "no:cacheprovider",
                *(f"--deselect=tests/engine/{module}.py::{test}" for module, test in LEFT_OUT)]
     proc = subprocess.run(command, cwd=ROOT, env={**os.environ, c_helpers.SWITCH: "1"},
                           capture_output=True, text=True, timeout=TIMEOUT_S, check=False)

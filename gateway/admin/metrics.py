@@ -107,6 +107,16 @@ class BrokerCollector(Collector):
         bad.add_metric(["malformed"], net.malformed_requests)
         bad.add_metric(["unsupported"], net.unsupported_requests)
         yield bad
+        yield CounterMetricFamily(f"{PREFIX}_tls_handshakes_failed",
+                                  "TLS handshakes that failed: plaintext clients on TLS "
+                                  "listeners, untrusted certificates, timeouts",
+                                  value=net.tls_handshakes_failed)
+        yield CounterMetricFamily(f"{PREFIX}_sasl_authentications",
+                                  "SASL logins and re-authentications that succeeded",
+                                  value=net.sasl_authentications)
+        yield CounterMetricFamily(f"{PREFIX}_sasl_authentication_failures",
+                                  "SASL logins refused (SASL_AUTHENTICATION_FAILED)",
+                                  value=net.sasl_authentication_failures)
         yield CounterMetricFamily(f"{PREFIX}_produce_refused",
                                   "Partitions' record sets refused by Produce validation",
                                   value=net.produce_refused)

@@ -21,7 +21,7 @@ from commitgate.gateway.admin import health, metrics, query, topics
 
 if TYPE_CHECKING:
     from commitgate.gateway.broker import Broker
-    from commitgate.gateway.config import Endpoint
+    from commitgate.gateway.endpoint import Endpoint
     from commitgate.gateway.listener import Listener
 
 log = logging.getLogger(__name__)

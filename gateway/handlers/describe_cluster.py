@@ -42,8 +42,9 @@ async def handle(ctx: RequestContext, request) -> object:
     if refused is not None:
         return refused
     broker = ctx.broker
-    brokers = [Response.DescribeClusterBroker(broker_id=n.node_id, host=n.endpoint.host,
-                                              port=n.endpoint.port, rack=n.rack, is_fenced=False)
+    brokers = [Response.DescribeClusterBroker(broker_id=n.node_id, host=n.endpoint(ctx.listener).host,
+                                              port=n.endpoint(ctx.listener).port, rack=n.rack,
+                                              is_fenced=False)
                for n in broker.nodes()]
     operations = CLUSTER_OPERATIONS if request.include_cluster_authorized_operations \
         else OPERATIONS_NOT_REQUESTED

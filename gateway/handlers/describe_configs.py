@@ -19,7 +19,7 @@ from commitgate.gateway.broker_configs import ConfigSource, Synonym
 from commitgate.gateway.config_admin import ResourceType
 from commitgate.gateway.request_context import RequestContext
 from commitgate.gateway.settings import SETTINGS
-from commitgate.gateway.topic_configs import TOPIC_CONFIGS, effective
+from commitgate.gateway.topic_configs import TOPIC_CONFIGS, ConfigType, effective
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 
@@ -41,11 +41,12 @@ class Options:
 
 def _entry(name: str, value: str | None, chain: list[Synonym], read_only: bool, kind: int,
            doc: str | None, options: Options) -> object:
+    """``kind`` PASSWORD: a sensitive config, its value hidden (null)."""
     source = chain[0].source if chain else ConfigSource.DEFAULT_CONFIG
     synonyms = [Response.DescribeConfigsSynonym(name=s.name, value=s.value, source=s.source)
                 for s in chain] if options.synonyms else []
     return Entry(name=name, value=value, read_only=read_only, config_source=source,
-                 is_sensitive=False, synonyms=synonyms, config_type=kind,
+                 is_sensitive=kind == ConfigType.PASSWORD, synonyms=synonyms, config_type=kind,
                  documentation=doc if options.documentation else None)
 
 

@@ -32,8 +32,9 @@ def _coordinator(ctx: RequestContext, key: str, error: ErrorCode) -> object:
     if error is not ErrorCode.NONE:
         return Response.Coordinator(key=key, node_id=-1, host="", port=-1, error_code=error,
                                     error_message=error.name)
-    return Response.Coordinator(key=key, node_id=node.node_id, host=node.endpoint.host,
-                                port=node.endpoint.port, error_code=ErrorCode.NONE)
+    endpoint = node.endpoint(ctx.listener)
+    return Response.Coordinator(key=key, node_id=node.node_id, host=endpoint.host,
+                                port=endpoint.port, error_code=ErrorCode.NONE)
 
 
 async def handle(ctx: RequestContext, request) -> object:

@@ -68,6 +68,7 @@ async def _requested(ctx: RequestContext, wanted, allow_create: bool) -> object:
 async def handle(ctx: RequestContext, request) -> object:
     broker = ctx.broker
     node = broker.node
+    endpoint = node.endpoint(ctx.listener)
     # v0: an empty list means all topics; v1+: null means all, empty means none
     all_topics = request.topics is None or (ctx.api_version == 0 and not request.topics)
     if all_topics:
@@ -82,8 +83,8 @@ async def handle(ctx: RequestContext, request) -> object:
     asked = 8 <= ctx.api_version <= 10 and request.include_cluster_authorized_operations
     return Response(
         throttle_time_ms=0,
-        brokers=[Response.MetadataResponseBroker(node_id=node.node_id, host=node.endpoint.host,
-                                                 port=node.endpoint.port, rack=node.rack)],
+        brokers=[Response.MetadataResponseBroker(node_id=node.node_id, host=endpoint.host,
+                                                 port=endpoint.port, rack=node.rack)],
         cluster_id=broker.cluster_id, controller_id=node.node_id, topics=topics,
         cluster_authorized_operations=CLUSTER_OPERATIONS if asked else OPERATIONS_NOT_REQUESTED,
         error_code=ErrorCode.NONE)

@@ -2,11 +2,12 @@
 
 Resolution is Kafka's DefaultQuotaCallback, for each quota key apart: the first entity with that
 key among user+client-id, user+default client-id, user, default user+client-id, default
-user+default client-id, default user, client-id, default client-id. Without authentication the
-user is always ``ANONYMOUS``, as in Kafka with PLAINTEXT. A rate is shared by all the
+user+default client-id, default user, client-id, default client-id. The user is the name of the
+connection's principal (SASL's user, a client certificate's mapped subject), ``ANONYMOUS``
+without authentication, as in Kafka. A rate is shared by all the
 connections the matched entity covers (Kafka's metric tags: a default entity gives each user or
-client id a rate of its own). A client's resolved quota is cached by client id (one dict lookup
-per request) until AlterClientQuotas changes something; with no quota configured a request pays
+client id a rate of its own). A client's resolved quota is cached by user and client id (one
+dict lookup per request) until AlterClientQuotas changes something; with no quota configured a request pays
 one empty-dict test.
 """
 from __future__ import annotations
@@ -95,32 +96,33 @@ class QuotaManager:
         self.store = store
         self.window_num = window_num
         self.window_ms = window_seconds * 1000.0
-        self._cache: dict[str, ClientQuota] = {}
+        self._cache: dict[tuple[str, str], ClientQuota] = {}
         # (quota key, user tag, client-id tag) -> its rate; "" where the entity has no such part
         self._rates: dict[tuple[str, str, str], QuotaRate] = {}
         self._swept_ms = _now_ms()
         store.changed = self._cache.clear
 
-    def resolve(self, client_id: str | None) -> ClientQuota | None:
-        """The quota of a request from ``client_id`` (None when no quota is configured)."""
+    def resolve(self, client_id: str | None, user: str = ANONYMOUS) -> ClientQuota | None:
+        """The quota of a request from ``client_id`` of ``user`` (None when no quota is
+        configured)."""
         if not self.store.entities:
             return None
-        found = self._cache.get(client_id or "")
+        found = self._cache.get((user, client_id or ""))
         if found is None:
-            found = self._resolve(client_id or "")
+            found = self._resolve(user, client_id or "")
         return found
 
-    def _resolve(self, client_id: str) -> ClientQuota:
+    def _resolve(self, user: str, client_id: str) -> ClientQuota:
         now = _now_ms()
         if now - self._swept_ms > SWEEP_MS or len(self._cache) >= MAX_CACHED:
             self._sweep(now)
-        quota = ClientQuota(*(self._rate(key, client_id, now) for key in
+        quota = ClientQuota(*(self._rate(key, user, client_id, now) for key in
                               (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE)))
-        self._cache[client_id] = quota
+        self._cache[(user, client_id)] = quota
         return quota
 
-    def _rate(self, key: str, client_id: str, now_ms: float) -> QuotaRate | None:
-        for entity, tags in _candidates(client_id):
+    def _rate(self, key: str, user: str, client_id: str, now_ms: float) -> QuotaRate | None:
+        for entity, tags in _candidates(user, client_id):
             bound = self.store.entities.get(entity, {}).get(key)
             if bound is None:
                 continue
@@ -145,9 +147,8 @@ class QuotaManager:
             yield key, user, client_id, rate.throttled, rate.throttle_ms
 
 
-def _candidates(client_id: str) -> Iterator[tuple[Entity, tuple[str, str]]]:
+def _candidates(user: str, client_id: str) -> Iterator[tuple[Entity, tuple[str, str]]]:
     """Kafka's lookup order, each with the rate's tags (user, client id)."""
-    user = ANONYMOUS
     yield ((CLIENT_ID, client_id), (USER, user)), (user, client_id)
     yield ((CLIENT_ID, None), (USER, user)), (user, client_id)
     yield ((USER, user),), (user, "")

@@ -4,7 +4,6 @@ move by exactly what was produced and fetched, histograms with buckets, JSON err
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 import time
@@ -25,6 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from commitgate.compat_tests.wire import WireClient
 from commitgate.gateway.settings import broker_config
 from commitgate.launcher import BrokerProcess, free_port
+from commitgate.launcher.listening import listening_ports
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 from commitgate.protocol.record_batch import Record, build_batch, decode_records
@@ -302,25 +302,6 @@ def test_readyz_is_503_while_the_store_is_offline(tmp_path, monkeypatch):
         assert value(samples, "commitgate_store_offline") == 1
     finally:
         broker.kill()
-
-
-def listening_ports(pid: int) -> set[int]:
-    """TCP ports process ``pid`` listens on: its socket inodes in LISTEN in /proc/net/tcp*."""
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:  # closed meanwhile
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    ports = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
-                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
-    return ports
 
 
 def test_the_admin_listener_is_on_its_own_port_or_off(broker, tmp_path):

@@ -449,6 +449,17 @@ def test_default_entities_give_each_client_a_rate_and_named_ones_share_it(tmp_pa
     assert manager.resolve("a").produce is manager.resolve("b").produce
 
 
+def test_a_user_entity_covers_that_authenticated_user_only(tmp_path):
+    store = ClientQuotaStore(tmp_path / "client_quotas.json")
+    manager = QuotaManager(store, 11, 1)
+    store.alter([Alteration(entity_of({"user": "alice"}.items()),
+                            [("producer_byte_rate", 100.0)])], validate_only=False)
+    assert manager.resolve("c", "alice").produce.bound == 100.0
+    assert manager.resolve("other", "alice").produce is manager.resolve("c", "alice").produce
+    assert manager.resolve("c", "bob").produce is None
+    assert manager.resolve("c").produce is None  # ANONYMOUS
+
+
 def test_rate_and_throttle_time_are_kafkas():
     rate = QuotaRate(11, 1000.0, 100.0, 0.0)
     assert rate.record(1000, 0.0) == 0  # 1000 bytes over the least window, 10 s: the bound

@@ -7,7 +7,7 @@ import random
 import pytest
 from kafka.partitioner.default import murmur2 as kafka_murmur2
 
-from commitgate.gateway.config import Endpoint
+from commitgate.gateway.endpoint import Endpoint
 from commitgate.gateway.settings import broker_config
 from commitgate.gateway.udp_framing import Malformed, key_partition, murmur2, parse_json, parse_tsv
 

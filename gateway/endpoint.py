@@ -1,0 +1,21 @@
+"""A host and port, as listeners are written (``host:port``, IPv6 hosts in brackets)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, address: str, given: str | None = None) -> Endpoint:
+        """``host:port`` or ``:port`` (all interfaces); ``given`` is the text the error quotes."""
+        host, sep, port = address.strip().rpartition(":")
+        if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+            raise ValueError(f"expected [NAME://]host:port, got {given or address!r}")
+        return cls(host.strip("[]"), int(port))
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
