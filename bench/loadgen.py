@@ -52,7 +52,7 @@ class Producers:
         config = {"bootstrap.servers": args.bootstrap, "acks": args.acks, "linger.ms": 5,
                   "batch.size": 1 << 20, "enable.idempotence": args.idempotent,
                   "queue.buffering.max.kbytes": max(1 << 16, (1 << 20) // args.producers),
-                  "compression.type": "none"}
+                  "compression.type": "none", **client_settings(args)}
         self.args = args
         self.id_states = [""] * args.producers  # each client's idempotence state
         self.clients = [Producer(self._idempotent(_transactional(config, args, index), index))
@@ -207,12 +207,17 @@ class Transactions:
         self.opened_at = sent
 
 
+def client_settings(args: argparse.Namespace) -> dict[str, str]:
+    """librdkafka settings given as --set KEY=VALUE (a listener's security, for one)."""
+    return dict(item.split("=", 1) for item in args.set)
+
+
 def consume(args: argparse.Namespace) -> dict:
     """Read ``count`` records from the start of the given partitions (with ``until_eof``, or
     until every partition's end: a backlog's reader need not know its exact split)."""
     consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": "commitgate-bench",
                          "enable.auto.commit": False, "enable.partition.eof": args.until_eof,
-                         "isolation.level": args.isolation})
+                         "isolation.level": args.isolation, **client_settings(args)})
     partitions = [int(p) for p in args.partition_list.split(",")]
     # connected to the leader before the measurement: assigned before that connection is up,
     # librdkafka retries its first offset query on a 500 ms timer, which fell at random into
@@ -279,6 +284,8 @@ def main(argv: list[str] | None = None) -> None:
                         choices=["read_committed", "read_uncommitted"],
                         help="consume: isolation.level (librdkafka's default: read_committed)")
     parser.add_argument("--idempotent", action="store_true", help="enable.idempotence")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a librdkafka setting of every client (security.protocol, ...)")
     parser.add_argument("--commit-ms", type=int, default=0,
                         help="transactional: commit every this many ms (0: no transactions)")
     parser.add_argument("--txn-records", type=int, default=0,

@@ -160,4 +160,6 @@ _passthrough("udp", "udp", "UDP ingest: datagrams/s accepted with no loss, CPU p
                            "a Kafka client's latency meanwhile")
 _passthrough("admin", "admin", "Produce and fetch MB/s with the admin listener scraped against "
                                "off, alternating rounds")
+_passthrough("security", "security", "Produce and fetch MB/s over SASL_SSL (SCRAM-SHA-512) "
+             "beside PLAINTEXT on one broker, and client set-ups per second")
 _passthrough("query", "query", "Query by key among millions of records through /v1/query")

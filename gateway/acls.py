@@ -1,7 +1,7 @@
-"""What the ACL APIs share: CommitGate has no authorizer, so Kafka's answer without one.
+"""What the ACL APIs share, and the authorized operations answered without an authorizer.
 
 A Kafka broker with no ``authorizer.class.name`` answers CreateAcls, DescribeAcls and DeleteAcls
-with SECURITY_DISABLED (AclApis). Before that, the request's parser refuses a creation or filter
+with SECURITY_DISABLED (AclApis); with one, gateway/security/ holds the ACLs and decides. Before that, the request's parser refuses a creation or filter
 holding the UNKNOWN code (0) of a resource type, pattern type, operation or permission type,
 which closes the connection; ``check_known`` makes the same refusal.
 """

@@ -27,6 +27,8 @@ from commitgate.gateway.producer_state import ProducerStateManager
 from commitgate.gateway.quotas.manager import QuotaManager
 from commitgate.gateway.quotas.store import ClientQuotaStore
 from commitgate.gateway.request_metrics import RequestMetrics
+from commitgate.gateway.security.acl_store import AclStore
+from commitgate.gateway.security.authorizer import Authorizer
 from commitgate.gateway.security.scram_store import ScramStore
 from commitgate.gateway.transactions.coordinator import TransactionCoordinator
 from commitgate.gateway.transactions.markers import MarkerWriter
@@ -96,6 +98,9 @@ class Broker:
         self.quotas = QuotaManager(quotas, config.quota_window_num,
                                    config.quota_window_size_seconds)
         self.scram = ScramStore(config.store.data_dir / "broker")  # SASL's users
+        self.acls = AclStore(config.store.data_dir / "broker")
+        self.authorizer = Authorizer(self.acls, bool(config.authorizer_class_name),
+                                     config.super_users, config.allow_everyone_if_no_acl_found)
         store.add_dispatch_listener(self.fetch_waiters.on_dispatch)
         self.groups = GroupCoordinator(config, store)
         self.transactions = TransactionCoordinator(config, store, self.producer_ids,

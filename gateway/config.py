@@ -26,6 +26,10 @@ class BrokerConfig:
     # ssl.* and sasl.* settings, and each listener's own (listener.name.NAME.*) where given
     security: SecurityConfig = field(default_factory=SecurityConfig)
     listener_security: dict[str, SecurityConfig] = field(default_factory=dict)
+    # authorization (gateway/security/authorizer.py): on with any authorizer.class.name
+    authorizer_class_name: str = ""
+    super_users: tuple[str, ...] = ()
+    allow_everyone_if_no_acl_found: bool = False
     node_id: int = 1
     num_partitions: int = 1  # partitions of auto-created topics and CreateTopics with -1
     default_replication_factor: int = 1
@@ -65,6 +69,8 @@ class BrokerConfig:
     transaction_expire_interval_ms: int = 3_600_000
     # the admin HTTP API and /metrics (admin.listeners); None: off
     admin_listener: Endpoint | None = Endpoint("127.0.0.1", DEFAULT_ADMIN_PORT)
+    admin_https: bool = False  # admin.listeners=https://...: TLS with the ssl.keystore.* key
+    admin_authentication: str = "none"  # none, basic (SCRAM users) or bearer (a JWT)
     # UDP ingest (udp.*; docs/architecture.md "UDP ingest"); udp_listener None: off
     udp_listener: Endpoint | None = None
     udp_topic: str = ""  # the topic of datagrams that do not name one

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from commitgate.engine.topic_table import topic_name_error
 from commitgate.gateway import broker_configs
 from commitgate.gateway.broker import Broker
+from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security import acl_store
 from commitgate.gateway.topic_configs import config_error
 from commitgate.protocol.errors import ErrorCode
 
@@ -50,6 +52,17 @@ def respond(response_cls: type, request, alter_one: Callable[[object], Problem |
             error_code=code, error_message=message, resource_type=resource.resource_type,
             resource_name=resource.resource_name))
     return response_cls(throttle_time_ms=0, responses=entries)
+
+
+def authorization_problem(ctx: RequestContext, rtype: int, name: str,
+                          operation: int) -> Problem | None:
+    """A topic's configs need ``operation`` on the topic, a broker's on the cluster."""
+    if rtype == ResourceType.TOPIC and not ctx.allowed(operation, acl_store.TOPIC, name):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
+    if rtype == ResourceType.BROKER and \
+            not ctx.allowed(operation, acl_store.CLUSTER, acl_store.CLUSTER_NAME):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None
+    return None
 
 
 def entries_problem(names: list[str], null_values: list[str]) -> Problem | None:

@@ -17,6 +17,29 @@ class RequestContext:
     session: ClientSession  # the listener it came in on, its principal, its SASL state
     quota: ClientQuota | None = None  # the client's quotas, if any applies
 
+    def allowed(self, operation: int, resource_type: int, name: str) -> bool:
+        """Whether the client's principal may perform ``operation`` on the resource (always,
+        with the authorizer off)."""
+        return self.broker.authorizer.allowed(self.session.principal, self.host, operation,
+                                              resource_type, name)
+
+    def allowed_on_any(self, operation: int, resource_type: int) -> bool:
+        return self.broker.authorizer.allowed_on_any(self.session.principal, self.host,
+                                                     operation, resource_type)
+
+    def operations(self, resource_type: int, name: str, supported: int) -> int:
+        """The bits of the ``supported`` operations the principal may perform on the resource
+        (all of them with the authorizer off, as Kafka answers without one)."""
+        authorizer = self.broker.authorizer
+        if not authorizer.enabled:
+            return supported
+        return authorizer.operations(self.session.principal, self.host, resource_type, name,
+                                     supported)
+
+    @property
+    def host(self) -> str:
+        return self.peer.rpartition(":")[0]
+
     @property
     def listener(self) -> str:
         """The name of the listener the client connected to."""

@@ -27,12 +27,13 @@ async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
     all_handlers()  # import every handler now: a broken one fails the start, not a request
     securities = listener_security.prepare(  # before the store: a bad setting refuses the start
         config.listeners, {spec.name: config.security_of(spec.name) for spec in config.listeners})
+    admin_tls, admin_tokens = listener_security.prepare_admin(config)
     store = MessageStore(config.store, KafkaBodyFormat())
     report = await store.open()
     broker = Broker(config, store)
     listener = Listener(broker, securities)
-    admin = AdminServer(broker, listener, config.admin_listener) if config.admin_listener \
-        else None
+    admin = AdminServer(broker, listener, config.admin_listener, admin_tls, admin_tokens) \
+        if config.admin_listener else None
     udp = UdpIngest(broker) if config.udp_listener else None
     try:  # the admin API first: once Kafka clients can connect, /metrics is there too
         if admin is not None:

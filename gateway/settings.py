@@ -51,14 +51,35 @@ def _endpoint_url(text: str, scheme: str, label: str) -> Endpoint | None:
 
 
 def _admin_listener(text: str) -> Endpoint | None:
-    endpoint = _endpoint_url(text, "http", " (plain HTTP)")
+    """``http://HOST:PORT`` or ``https://HOST:PORT`` (the scheme is read again at the end)."""
+    scheme = "https" if text.strip().lower().startswith("https://") else "http"
+    endpoint = _endpoint_url(text, scheme, " (http or https)")
     if endpoint is not None and endpoint.port == 0:
-        raise ValueError("expected one http://HOST:PORT (plain HTTP) with a port above 0")
+        raise ValueError("expected one http(s)://HOST:PORT with a port above 0")
     return endpoint
+
+
+ADMIN_AUTHENTICATION = ("none", "basic", "bearer")
+LOOPBACK = ("localhost", "::1")
+
+
+def _admin_authentication(text: str) -> str:
+    if text.strip().lower() not in ADMIN_AUTHENTICATION:
+        raise ValueError(f"expected one of {list(ADMIN_AUTHENTICATION)}")
+    return text.strip().lower()
 
 
 def _udp_listener(text: str) -> Endpoint | None:
     return _endpoint_url(text, "udp", "")
+
+
+def _principals(text: str) -> tuple[str, ...]:
+    """``User:a;User:b`` (Kafka's super.users separator is the semicolon)."""
+    principals = tuple(p.strip() for p in text.split(";") if p.strip())
+    bad = [p for p in principals if ":" not in p]
+    if bad:
+        raise ValueError(f"expected TYPE:NAME principals separated by ';', got {bad[0]!r}")
+    return principals
 
 
 def _udp_format(text: str) -> str:
@@ -126,8 +147,14 @@ SETTINGS: dict[str, Setting] = {
         "NAME:PROTOCOL pairs: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL for each listener "
         "name (default: each protocol's own name)"),
     "admin.listeners": Setting("admin_listener", _admin_listener,
-                               "the admin HTTP API and Prometheus /metrics as http://HOST:PORT; "
-                               "empty: off (default http://127.0.0.1:9644)"),
+                               "the admin HTTP API and Prometheus /metrics as http://HOST:PORT "
+                               "or https://HOST:PORT (the ssl.keystore.* settings' key); empty: "
+                               "off (default http://127.0.0.1:9644)"),
+    "admin.authentication": Setting(
+        "admin_authentication", _admin_authentication,
+        "the admin HTTP API's clients: basic (HTTP basic against the SCRAM users), bearer (a "
+        "JWT checked as OAUTHBEARER's) or none; none is the default on loopback only, and must "
+        "be set to serve anyone beyond it (/healthz and /readyz never ask)"),
     "udp.listeners": Setting("udp_listener", _udp_listener,
                              "UDP ingest: datagrams become records, as udp://HOST:PORT; "
                              "empty: off (the default)"),
@@ -146,6 +173,15 @@ SETTINGS: dict[str, Setting] = {
         "(4194304)"),
     "udp.max.datagram.bytes": Setting("udp_max_datagram_bytes", _positive,
                                       "UDP ingest: longer datagrams are dropped (65507)"),
+    "authorizer.class.name": Setting(
+        "authorizer_class_name", str,
+        "any value (Kafka's org.apache.kafka.metadata.authorizer.StandardAuthorizer) turns on "
+        "ACL authorization; empty: every client may do anything (the default)"),
+    "super.users": Setting("super_users", _principals,
+                           "principals allowed everything, as User:NAME;User:OTHER"),
+    "allow.everyone.if.no.acl.found": Setting(
+        "allow_everyone_if_no_acl_found", _bool,
+        "with the authorizer on, allow a resource no ACL covers (false)"),
     "node.id": Setting("node_id", int, "this broker's id (default 1)"),
     "broker.id": Setting("node_id", int, "same as node.id"),
     "num.partitions": Setting("num_partitions", int,
@@ -333,6 +369,7 @@ def broker_config(properties: dict[str, str]) -> BrokerConfig:
             setattr(config.store if owner else config, name, value)
     config.store.__post_init__()
     _resolve_listeners(config, properties, per_listener)
+    _check_admin(config, properties)
     if config.udp_listener is not None and config.udp_format == "raw" and not config.udp_topic:
         raise ValueError("udp.listeners with udp.format=raw needs udp.topic")
     return config
@@ -359,6 +396,19 @@ def _resolve_listeners(config: BrokerConfig, properties: dict[str, str],
     for spec in config.listeners:
         if spec.protocol.sasl:
             _check_mechanisms(spec.name, config.security_of(spec.name))
+
+
+def _check_admin(config: BrokerConfig, properties: dict[str, str]) -> None:
+    """https where asked; no anonymous admin API beyond loopback unless asked for by name."""
+    config.admin_https = properties.get("admin.listeners", "").strip().lower().startswith(
+        "https://")
+    endpoint = config.admin_listener
+    if endpoint is None or "admin.authentication" in properties or \
+            endpoint.host in LOOPBACK or endpoint.host.startswith("127."):
+        return
+    raise ValueError(f"admin.listeners={properties.get('admin.listeners')} listens beyond "
+                     f"loopback: set admin.authentication=basic (the SCRAM users) or bearer "
+                     f"(OAUTHBEARER's JWKS), or admin.authentication=none to serve it to anyone")
 
 
 def _check_mechanisms(listener: str, security: SecurityConfig) -> None:

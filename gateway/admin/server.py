@@ -6,11 +6,16 @@ selects families, as prometheus-client's own exposition does), ``/healthz`` and 
 (``query.py``), ``/v1/topics`` and ``/v1/groups`` (``topics.py``). Every error is JSON,
 ``{"error": "..."}``, with its status: bad parameters 400, unknown paths 404, wrong methods
 405; an unexpected exception in a handler is logged with its traceback, recorded in the
-broker's health (``admin-http``) and answered 500.
+broker's health (``admin-http``) and answered 500. With ``admin.listeners=https://...`` it serves
+TLS with the ssl.keystore.* key; with ``admin.authentication`` every route but the health
+probes asks for HTTP basic credentials of a SCRAM user or a bearer JWT (401 otherwise).
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import logging
+import ssl
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -18,6 +23,8 @@ from prometheus_client.exposition import choose_encoder
 
 from commitgate.engine.supervision import TaskState
 from commitgate.gateway.admin import health, metrics, query, topics
+from commitgate.gateway.security.oauth_tokens import TokenValidator
+from commitgate.gateway.security.sasl_errors import AuthenticationFailed
 
 if TYPE_CHECKING:
     from commitgate.gateway.broker import Broker
@@ -27,42 +34,49 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 METRICS_PARAMETERS = {"name[]"}
+OPEN_PATHS = frozenset({"/healthz", "/readyz"})  # probes never authenticate
 SHUTDOWN_TIMEOUT_S = 5.0  # for requests in flight when the broker stops
 
 
-def url(endpoint: Endpoint) -> str:
+def url(endpoint: Endpoint, https: bool = False) -> str:
     host = f"[{endpoint.host}]" if ":" in endpoint.host else endpoint.host
-    return f"http://{host}:{endpoint.port}"
+    return f"{'https' if https else 'http'}://{host}:{endpoint.port}"
 
 
 class AdminServer:
-    def __init__(self, broker: Broker, listener: Listener, endpoint: Endpoint) -> None:
+    def __init__(self, broker: Broker, listener: Listener, endpoint: Endpoint,
+                 tls: ssl.SSLContext | None = None, tokens: TokenValidator | None = None
+                 ) -> None:
         self.broker = broker
         self.listener = listener
         self.endpoint = endpoint
+        self.tls = tls
+        self.tokens = tokens  # admin.authentication=bearer
+        self.authentication = broker.config.admin_authentication
         self.registry = metrics.registry(broker)
         self._health = broker.store.supervisor.entry("admin-http")
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
         """Bind and serve; OSError naming admin.listeners when the address cannot be bound."""
-        app = web.Application(middlewares=[self._json_errors])
+        app = web.Application(middlewares=[self._json_errors, self._authenticated])
         app.add_routes([web.get("/metrics", self._metrics),
                         *health.routes(self.broker, self.listener),
                         *query.routes(self.broker), *topics.routes(self.broker)])
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
         await runner.setup()
-        site = web.TCPSite(runner, self.endpoint.host, self.endpoint.port, reuse_address=True)
+        site = web.TCPSite(runner, self.endpoint.host, self.endpoint.port, reuse_address=True,
+                           ssl_context=self.tls)
         try:
             await site.start()
         except OSError as exc:  # port taken, address not local: the start fails, clearly
             await runner.cleanup()
-            raise OSError(exc.errno, f"admin.listeners={url(self.endpoint)} cannot listen: "
-                                     f"{exc.strerror or exc}") from None
+            raise OSError(exc.errno, f"admin.listeners={url(self.endpoint, self.tls is not None)} "
+                                     f"cannot listen: {exc.strerror or exc}") from None
         self._runner = runner
         self._health.state = TaskState.RUNNING
-        log.info("admin HTTP API on %s (/metrics, /healthz, /readyz, /v1/...)",
-                 url(self.endpoint))
+        log.info("admin HTTP API on %s (/metrics, /healthz, /readyz, /v1/...), authentication: "
+                 "%s", url(self.endpoint, self.tls is not None), self.authentication)
 
     async def stop(self) -> None:
         if self._runner is not None:
@@ -82,13 +96,45 @@ class AdminServer:
         return web.Response(body=encode(chosen), headers={"Content-Type": content_type})
 
     @web.middleware
+    async def _authenticated(self, request: web.Request, handler) -> web.StreamResponse:
+        if self.authentication == "none" or request.path in OPEN_PATHS:
+            return await handler(request)
+        scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
+        who = self._who(scheme.lower(), credentials.strip())
+        if who is None:
+            challenge = 'Basic realm="commitgate"' if self.authentication == "basic" \
+                else 'Bearer realm="commitgate"'
+            raise web.HTTPUnauthorized(
+                text=f"{request.method} {request.path} needs {self.authentication} "
+                     f"authentication (admin.authentication)",
+                headers={"WWW-Authenticate": challenge})
+        return await handler(request)
+
+    def _who(self, scheme: str, credentials: str) -> str | None:
+        """The user the credentials prove, or None."""
+        if self.authentication == "basic" and scheme == "basic":
+            try:
+                user, sep, password = base64.b64decode(credentials, validate=True).decode() \
+                    .partition(":")
+            except (binascii.Error, UnicodeDecodeError):
+                return None
+            return user if sep and self.broker.scram.check_password(user, password) else None
+        if self.authentication == "bearer" and scheme == "bearer" and self.tokens is not None:
+            try:
+                return self.tokens.validate(credentials)[0]
+            except AuthenticationFailed:
+                return None
+        return None
+
+    @web.middleware
     async def _json_errors(self, request: web.Request, handler) -> web.StreamResponse:
         try:
             return await handler(request)
         except web.HTTPException as exc:
             if exc.status < 400 or exc.content_type == "application/json":
                 raise
-            headers = {k: v for k, v in exc.headers.items() if k.lower() == "allow"}
+            headers = {k: v for k, v in exc.headers.items()
+                       if k.lower() in ("allow", "www-authenticate")}
             return web.json_response({"error": _message(request, exc)}, status=exc.status,
                                      headers=headers)
         except Exception as exc:  # a bug: logged, recorded in the health, answered 500

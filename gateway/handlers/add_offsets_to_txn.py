@@ -11,6 +11,8 @@ import logging
 from commitgate.engine import StoreStatus
 from commitgate.gateway.groups.offsets_topic import OFFSETS_TOPIC
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.acl_store import GROUP, TRANSACTIONAL_ID
+from commitgate.gateway.security.authorizer import READ, WRITE
 from commitgate.gateway.transactions.errors import fenced
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
@@ -25,6 +27,11 @@ Response = messages.get("AddOffsetsToTxnResponse").cls
 
 async def handle(ctx: RequestContext, request) -> object:
     groups = ctx.broker.groups
+    if not ctx.allowed(WRITE, TRANSACTIONAL_ID, request.transactional_id):
+        return Response(throttle_time_ms=0,
+                        error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not ctx.allowed(READ, GROUP, request.group_id):
+        return Response(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if not request.group_id:
         return Response(throttle_time_ms=0, error_code=ErrorCode.INVALID_GROUP_ID)
     if groups.topic.ensure() is not StoreStatus.OK:

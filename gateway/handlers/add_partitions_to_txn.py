@@ -13,6 +13,8 @@ import logging
 
 from commitgate.gateway.groups.offsets_topic import is_internal
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.acl_store import TOPIC, TRANSACTIONAL_ID
+from commitgate.gateway.security.authorizer import WRITE
 from commitgate.gateway.transactions.errors import fenced
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
@@ -49,7 +51,10 @@ async def _one(ctx: RequestContext, txn_id: str, pid: int, epoch: int,
                                                                     ErrorCode]:
     coordinator = ctx.broker.transactions
     fence = fenced(ctx.api_version, since=2)
-    bad = _unknown(ctx, partitions)
+    if not ctx.allowed(WRITE, TRANSACTIONAL_ID, txn_id):
+        return {tp: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in partitions}
+    bad = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in partitions
+           if not ctx.allowed(WRITE, TOPIC, tp[0])} or _unknown(ctx, partitions)
     if bad:
         return {tp: bad.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in partitions}
     if verify:

@@ -3,8 +3,10 @@ Kafka's validation (ClientQuotaControlManager); valid entities are applied and k
 together, each entity answered on its own."""
 from __future__ import annotations
 
-from commitgate.gateway.quotas.store import Alteration, entity_of
+from commitgate.gateway.quotas.store import Alteration, QuotaError, entity_of
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.acl_store import CLUSTER, CLUSTER_NAME
+from commitgate.gateway.security.authorizer import ALTER_CONFIGS
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 
@@ -21,7 +23,11 @@ def _alteration(entry) -> Alteration:
 
 async def handle(ctx: RequestContext, request) -> object:
     alterations = [_alteration(entry) for entry in request.entries]
-    results = ctx.broker.quotas.store.alter(alterations, request.validate_only)
+    if not ctx.allowed(ALTER_CONFIGS, CLUSTER, CLUSTER_NAME):
+        results = {a.entity: QuotaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
+                   for a in alterations}
+    else:
+        results = ctx.broker.quotas.store.alter(alterations, request.validate_only)
     entries = [Response.EntryData(
         error_code=ErrorCode.NONE if error is None else error.code,
         error_message=None if error is None else error.message,

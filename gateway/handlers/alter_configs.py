@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from commitgate.gateway import config_admin
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.authorizer import ALTER_CONFIGS
 from commitgate.protocol import messages
 
 API_KEY = 33
@@ -23,7 +24,8 @@ def _alter(ctx: RequestContext, resource, validate_only: bool) -> config_admin.P
     broker = ctx.broker
     rtype, name = resource.resource_type, resource.resource_name
     new = {c.name: c.value for c in resource.configs}
-    return (config_admin.entries_problem([c.name for c in resource.configs],
+    return (config_admin.authorization_problem(ctx, rtype, name, ALTER_CONFIGS)
+            or config_admin.entries_problem([c.name for c in resource.configs],
                                          [c.name for c in resource.configs if c.value is None])
             or config_admin.resource_problem(broker, rtype, name)
             or config_admin.alter(broker, rtype, name, new, validate_only))

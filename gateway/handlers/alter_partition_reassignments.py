@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from commitgate.gateway.broker import Broker
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.acl_store import CLUSTER, CLUSTER_NAME
+from commitgate.gateway.security.authorizer import ALTER
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 
@@ -56,6 +58,10 @@ def _partition(broker: Broker, topic: str, target) -> object:
 
 async def handle(ctx: RequestContext, request) -> object:
     allow = request.allow_replication_factor_change if ctx.api_version >= 1 else True
+    if not ctx.allowed(ALTER, CLUSTER, CLUSTER_NAME):
+        return Response(throttle_time_ms=0, allow_replication_factor_change=allow,
+                        error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                        error_message=None, responses=[])
     return Response(
         throttle_time_ms=0, allow_replication_factor_change=allow, error_code=ErrorCode.NONE,
         error_message=None, responses=[

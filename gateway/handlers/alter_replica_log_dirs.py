@@ -13,6 +13,8 @@ from __future__ import annotations
 from commitgate.gateway.broker import Broker
 from commitgate.gateway.handlers.describe_log_dirs import log_dir
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.acl_store import CLUSTER, CLUSTER_NAME
+from commitgate.gateway.security.authorizer import ALTER
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 
@@ -43,9 +45,12 @@ async def handle(ctx: RequestContext, request) -> object:
             for partition in topic.partitions:
                 moves[topic.name, partition] = directory.path
     results: dict[str, list] = {}
+    allowed = ctx.allowed(ALTER, CLUSTER, CLUSTER_NAME)
     for (topic, partition), path in moves.items():
+        error = _error(ctx.broker, topic, partition, path) if allowed else \
+            ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         results.setdefault(topic, []).append(Response.AlterReplicaLogDirPartitionResult(
-            partition_index=partition, error_code=_error(ctx.broker, topic, partition, path)))
+            partition_index=partition, error_code=error))
     return Response(throttle_time_ms=0, results=[
         TopicResult(topic_name=topic, partitions=partitions)
         for topic, partitions in results.items()])

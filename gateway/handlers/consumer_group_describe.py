@@ -12,6 +12,8 @@ from __future__ import annotations
 from commitgate.gateway.acls import GROUP_OPERATIONS, OPERATIONS_NOT_REQUESTED
 from commitgate.gateway.groups.consumer_group import Assignment, ConsumerGroup
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.acl_store import GROUP
+from commitgate.gateway.security.authorizer import DESCRIBE
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 
@@ -54,9 +56,14 @@ def _describe(ctx: RequestContext, group_id: str, operations: int) -> object:
     if not group_id:
         return Response.DescribedGroup(group_id=group_id, error_code=ErrorCode.INVALID_GROUP_ID,
                                        error_message="Group id must not be empty.")
+    if not ctx.allowed(DESCRIBE, GROUP, group_id):
+        return Response.DescribedGroup(group_id=group_id,
+                                       error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                                       error_message=None)
     group = groups.consumer_groups.get(group_id)
     if group is not None:
-        return _described(ctx, group, operations)
+        return _described(ctx, group, ctx.operations(GROUP, group_id, operations)
+                          if operations != OPERATIONS_NOT_REQUESTED else operations)
     message = f"Group {group_id} is not a consumer group" if group_id in groups.groups \
         else f"Group {group_id} not found."
     return Response.DescribedGroup(group_id=group_id, error_code=ErrorCode.GROUP_ID_NOT_FOUND,

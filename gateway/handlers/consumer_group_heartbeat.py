@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from commitgate.gateway.groups.consumer_membership import HeartbeatRequest
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.acl_store import GROUP
+from commitgate.gateway.security.authorizer import READ
 from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 API_KEY = 68
 VERSIONS = (0, 1)
@@ -34,12 +37,17 @@ def _request(ctx: RequestContext, request) -> HeartbeatRequest:
         client_id=ctx.client_id or "", client_host="/" + ctx.peer.rpartition(":")[0])
 
 
+def _failed(error: ErrorCode, message: str | None) -> object:
+    return Response(throttle_time_ms=0, error_code=error, error_message=message, member_id=None,
+                    member_epoch=0, heartbeat_interval_ms=0, assignment=None)
+
+
 async def handle(ctx: RequestContext, request) -> object:
+    if not ctx.allowed(READ, GROUP, request.group_id):
+        return _failed(ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
     result = await ctx.broker.groups.consumer.heartbeat(_request(ctx, request))
     if result.error:
-        return Response(throttle_time_ms=0, error_code=result.error,
-                        error_message=result.message, member_id=None, member_epoch=0,
-                        heartbeat_interval_ms=0, assignment=None)
+        return _failed(result.error, result.message)
     assignment = None if result.assignment is None else Response.Assignment(topic_partitions=[
         Response.TopicPartitions(topic_id=topic_id, partitions=sorted(parts))
         for topic_id, parts in sorted(result.assignment.items()) if parts])

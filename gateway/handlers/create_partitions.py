@@ -19,6 +19,8 @@ import logging
 from commitgate.gateway.broker import STORE_ERRORS, Broker
 from commitgate.gateway.groups.offsets_topic import internal_refusal, is_internal
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.acl_store import TOPIC
+from commitgate.gateway.security.authorizer import ALTER
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 
@@ -82,6 +84,8 @@ def _problem(broker: Broker, topic) -> Problem | None:
 
 async def _grow(ctx: RequestContext, topic, validate_only: bool) -> Problem | None:
     broker = ctx.broker
+    if not ctx.allowed(ALTER, TOPIC, topic.name):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
     problem = _problem(broker, topic)
     if problem is None:
         limit = broker.config.max_broker_partitions

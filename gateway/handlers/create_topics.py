@@ -19,6 +19,8 @@ from commitgate.engine.status import TopicResult
 from commitgate.gateway.broker import STORE_ERRORS, Broker
 from commitgate.gateway.groups.offsets_topic import internal_refusal, is_internal
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.acl_store import CLUSTER, CLUSTER_NAME, TOPIC
+from commitgate.gateway.security.authorizer import CREATE
 from commitgate.gateway.topic_configs import TOPIC_CONFIGS, config_error, effective
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
@@ -85,6 +87,8 @@ async def _create(ctx: RequestContext, topic, validate_only: bool) -> object:
     out = Result(name=topic.name, error_code=ErrorCode.NONE, num_partitions=-1,
                  replication_factor=-1, configs=None)
     partitions, error, message = _shape(broker, topic)
+    if not (ctx.allowed(CREATE, CLUSTER, CLUSTER_NAME) or ctx.allowed(CREATE, TOPIC, topic.name)):
+        error, message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
     configs = {c.name: c.value for c in topic.configs if c.value is not None}
     if error is ErrorCode.NONE:
         problems = [p for p in (config_error(c.name, c.value) for c in topic.configs) if p]

@@ -17,6 +17,8 @@ from commitgate.engine import StoreStatus
 from commitgate.gateway.broker import STORE_ERRORS
 from commitgate.gateway.groups.offsets_topic import is_internal
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.acl_store import TOPIC
+from commitgate.gateway.security.authorizer import DELETE
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 
@@ -29,6 +31,12 @@ INVALID_LOW_WATERMARK = -1
 Response = messages.get("DeleteRecordsResponse").cls
 TopicOut = Response.DeleteRecordsTopicResult
 PartitionOut = Response.DeleteRecordsPartitionResult
+
+
+def _denied(partition) -> object:
+    return PartitionOut(partition_index=partition.partition_index,
+                        low_watermark=INVALID_LOW_WATERMARK,
+                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 
 
 def _out(ctx: RequestContext, topic: str, partition, done: tuple[StoreStatus, int] | None
@@ -51,9 +59,12 @@ def _out(ctx: RequestContext, topic: str, partition, done: tuple[StoreStatus, in
 
 async def handle(ctx: RequestContext, request) -> object:
     entries = [(t.name, p) for t in request.topics for p in t.partitions]
-    moves = [(name, p.partition_index, p.offset) for name, p in entries if not is_internal(name)]
+    allowed = {t.name: ctx.allowed(DELETE, TOPIC, t.name) for t in request.topics}
+    moves = [(name, p.partition_index, p.offset) for name, p in entries
+             if allowed[name] and not is_internal(name)]
     done = iter(await ctx.broker.store.delete_records_off_loop(moves))  # one table save
-    outs = iter([_out(ctx, name, p, None if is_internal(name) else next(done))
+    outs = iter([_denied(p) if not allowed[name] else
+                 _out(ctx, name, p, None if is_internal(name) else next(done))
                  for name, p in entries])
     return Response(throttle_time_ms=0, topics=[
         TopicOut(name=t.name, partitions=[next(outs) for _ in t.partitions])

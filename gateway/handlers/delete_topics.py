@@ -24,6 +24,8 @@ from commitgate.engine import StoreStatus
 from commitgate.gateway.broker import STORE_ERRORS
 from commitgate.gateway.groups.offsets_topic import internal_refusal, is_internal
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.acl_store import TOPIC
+from commitgate.gateway.security.authorizer import DELETE
 from commitgate.protocol import messages
 from commitgate.protocol.codec import ZERO_UUID
 from commitgate.protocol.errors import ErrorCode
@@ -85,6 +87,8 @@ def _result(ctx: RequestContext, name: str | None, topic_id: uuid.UUID,
     if refusal is None and record is None:
         refusal = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_NAME) if name is not None \
             else (ErrorCode.UNKNOWN_TOPIC_ID, UNKNOWN_ID)
+    if refusal is None and not ctx.allowed(DELETE, TOPIC, record.name):
+        refusal = ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
     if refusal is None and is_internal(record.name):
         name = record.name  # named in the answer when asked for by id
         refusal = ErrorCode.INVALID_REQUEST, internal_refusal(record.name, "delete")

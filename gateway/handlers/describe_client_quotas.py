@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from commitgate.gateway.quotas.store import QuotaError
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.acl_store import CLUSTER, CLUSTER_NAME
+from commitgate.gateway.security.authorizer import CLUSTER_DENIED, DESCRIBE_CONFIGS
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 
@@ -14,6 +16,9 @@ Response = messages.get("DescribeClientQuotasResponse").cls
 
 
 async def handle(ctx: RequestContext, request) -> object:
+    if not ctx.allowed(DESCRIBE_CONFIGS, CLUSTER, CLUSTER_NAME):
+        return Response(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                        error_message=CLUSTER_DENIED, entries=None)
     try:
         found = ctx.broker.quotas.store.describe(request.components, request.strict)
     except QuotaError as exc:  # Kafka's error response has no entries

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from commitgate.gateway.acls import CLUSTER_OPERATIONS, OPERATIONS_NOT_REQUESTED
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.acl_store import CLUSTER, CLUSTER_NAME
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 
@@ -46,8 +47,8 @@ async def handle(ctx: RequestContext, request) -> object:
                                               port=n.endpoint(ctx.listener).port, rack=n.rack,
                                               is_fenced=False)
                for n in broker.nodes()]
-    operations = CLUSTER_OPERATIONS if request.include_cluster_authorized_operations \
-        else OPERATIONS_NOT_REQUESTED
+    operations = ctx.operations(CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS) \
+        if request.include_cluster_authorized_operations else OPERATIONS_NOT_REQUESTED
     return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
                     endpoint_type=BROKERS, cluster_id=broker.cluster_id,
                     controller_id=broker.node.node_id, brokers=brokers,

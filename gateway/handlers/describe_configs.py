@@ -13,11 +13,12 @@ synonyms when ``include_synonyms``; v3+ config types, and documentation when
 from __future__ import annotations
 
 from commitgate.engine.topic_table import topic_name_error
-from commitgate.gateway import broker_configs
+from commitgate.gateway import broker_configs, config_admin
 from commitgate.gateway.broker import Broker
 from commitgate.gateway.broker_configs import ConfigSource, Synonym
 from commitgate.gateway.config_admin import ResourceType
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.authorizer import DESCRIBE_CONFIGS
 from commitgate.gateway.settings import SETTINGS
 from commitgate.gateway.topic_configs import TOPIC_CONFIGS, ConfigType, effective
 from commitgate.protocol import messages
@@ -100,5 +101,12 @@ def _describe(broker: Broker, resource, options: Options) -> Result:
 
 async def handle(ctx: RequestContext, request) -> object:
     options = Options(request)
-    return Response(throttle_time_ms=0,
-                    results=[_describe(ctx.broker, r, options) for r in request.resources])
+    results = []
+    for resource in request.resources:
+        denied = config_admin.authorization_problem(ctx, resource.resource_type,
+                                                    resource.resource_name, DESCRIBE_CONFIGS)
+        results.append(_describe(ctx.broker, resource, options) if denied is None else
+                       Result(error_code=denied[0], error_message=None, configs=[],
+                              resource_type=resource.resource_type,
+                              resource_name=resource.resource_name))
+    return Response(throttle_time_ms=0, results=results)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from commitgate.gateway.acls import GROUP_OPERATIONS
 from commitgate.gateway.groups.group import GroupState
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.acl_store import GROUP
+from commitgate.gateway.security.authorizer import DESCRIBE
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 
@@ -21,6 +23,9 @@ Described = Response.DescribedGroup
 
 
 def _describe(ctx: RequestContext, group_id: str) -> object:
+    if not ctx.allowed(DESCRIBE, GROUP, group_id):
+        return Described(group_id=group_id, group_state="", protocol_type="", protocol_data="",
+                         members=[], error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     group = ctx.broker.groups.describe(group_id)
     if group is None:
         out = Described(group_id=group_id, group_state=GroupState.DEAD.value, protocol_type="",
@@ -47,5 +52,6 @@ async def handle(ctx: RequestContext, request) -> object:
     if ctx.api_version >= 3 and request.include_authorized_operations:
         for group in groups:
             if group.error_code == ErrorCode.NONE:
-                group.authorized_operations = GROUP_OPERATIONS
+                group.authorized_operations = ctx.operations(GROUP, group.group_id,
+                                                             GROUP_OPERATIONS)
     return Response(throttle_time_ms=0, groups=groups)

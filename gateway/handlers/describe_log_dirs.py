@@ -14,6 +14,8 @@ from pathlib import Path
 
 from commitgate.gateway.broker import Broker
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.acl_store import CLUSTER, CLUSTER_NAME
+from commitgate.gateway.security.authorizer import DESCRIBE
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 
@@ -52,6 +54,9 @@ async def _topic(broker: Broker, name: str, partitions: list[int]) -> object:
 
 async def handle(ctx: RequestContext, request) -> object:
     broker = ctx.broker
+    if not ctx.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME):
+        return Response(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                        results=[])
     data_dir = log_dir(broker)
     usage = shutil.disk_usage(data_dir)
     topics = [await _topic(broker, name, parts)

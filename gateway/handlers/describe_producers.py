@@ -16,6 +16,8 @@ from commitgate.engine.topic_table import topic_name_error
 from commitgate.gateway.broker import Broker
 from commitgate.gateway.producer_state import ProducerEntry
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.acl_store import TOPIC
+from commitgate.gateway.security.authorizer import READ
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 
@@ -71,5 +73,15 @@ def _topic(broker: Broker, wanted) -> object:
         for p in indexes])
 
 
+def _denied(wanted) -> object:
+    return Response.TopicResponse(name=wanted.name, partitions=[
+        Response.PartitionResponse(partition_index=p,
+                                   error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                   error_message=None, active_producers=[])
+        for p in wanted.partition_indexes])
+
+
 async def handle(ctx: RequestContext, request) -> object:
-    return Response(throttle_time_ms=0, topics=[_topic(ctx.broker, t) for t in request.topics])
+    return Response(throttle_time_ms=0, topics=[
+        _topic(ctx.broker, t) if ctx.allowed(READ, TOPIC, t.name) else _denied(t)
+        for t in request.topics])

@@ -18,6 +18,8 @@ from commitgate.gateway.acls import TOPIC_OPERATIONS
 from commitgate.gateway.broker import LEADER_EPOCH, Broker
 from commitgate.gateway.groups.offsets_topic import is_internal
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.acl_store import TOPIC
+from commitgate.gateway.security.authorizer import DESCRIBE
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 
@@ -59,12 +61,21 @@ def _names(broker: Broker, request, after: str) -> list[str]:
     return sorted({name for name in asked if name >= after})
 
 
-def _page(broker: Broker, names: list[str], cursor, limit: int, all_topics: bool) -> object:
+def _page(ctx: RequestContext, names: list[str], cursor, limit: int, all_topics: bool
+          ) -> object:
+    """A page of topics: a listing leaves out those the principal may not describe, a topic
+    asked for by name is TOPIC_AUTHORIZATION_FAILED."""
+    broker = ctx.broker
     topics, next_cursor, remaining = [], None, limit
     for name in names:
         if remaining == 0:  # the previous topic ended the page exactly
             next_cursor = Response.Cursor(topic_name=name, partition_index=0)
             break
+        if not ctx.allowed(DESCRIBE, TOPIC, name):
+            if not all_topics:
+                topics.append(TopicOut(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                       name=name, is_internal=False, partitions=[]))
+            continue
         record = broker.topic(name)
         if record is None:
             if not all_topics:
@@ -75,7 +86,8 @@ def _page(broker: Broker, names: list[str], cursor, limit: int, all_topics: bool
         topics.append(TopicOut(error_code=ErrorCode.NONE, name=name,
                                topic_id=uuid.UUID(record.topic_id), is_internal=is_internal(name),
                                partitions=partitions,
-                               topic_authorized_operations=TOPIC_OPERATIONS))
+                               topic_authorized_operations=ctx.operations(TOPIC, name,
+                                                                          TOPIC_OPERATIONS)))
         end = start + len(partitions)
         if end < record.partitions:
             next_cursor = Response.Cursor(topic_name=name, partition_index=end)
@@ -91,4 +103,4 @@ async def handle(ctx: RequestContext, request) -> object:
                                request.topics and cursor.topic_name not in names):
         return _refused(request)
     limit = max(min(MAX_PARTITIONS, request.response_partition_limit), 1)
-    return _page(ctx.broker, names, cursor, limit, not request.topics)
+    return _page(ctx, names, cursor, limit, not request.topics)

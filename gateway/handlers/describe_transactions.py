@@ -5,6 +5,8 @@ An id the coordinator does not know gets TRANSACTIONAL_ID_NOT_FOUND, as in Kafka
 from __future__ import annotations
 
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.acl_store import TRANSACTIONAL_ID
+from commitgate.gateway.security.authorizer import DESCRIBE
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 
@@ -16,8 +18,11 @@ Response = messages.get("DescribeTransactionsResponse").cls
 
 def _state(ctx: RequestContext, txn_id: str) -> object:
     meta = ctx.broker.transactions.describe(txn_id)
-    if meta is None:
-        return Response.TransactionState(error_code=ErrorCode.TRANSACTIONAL_ID_NOT_FOUND,
+    denied = not ctx.allowed(DESCRIBE, TRANSACTIONAL_ID, txn_id)
+    if meta is None or denied:
+        return Response.TransactionState(error_code=ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+                                         if not denied else
+                                         ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                                          transactional_id=txn_id, transaction_state="",
                                          transaction_timeout_ms=0, transaction_start_time_ms=-1,
                                          producer_id=-1, producer_epoch=-1, topics=[])

@@ -3,6 +3,8 @@ counts (never the keys), all users for a null or empty list (gateway/security/sc
 from __future__ import annotations
 
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.acl_store import CLUSTER, CLUSTER_NAME
+from commitgate.gateway.security.authorizer import CLUSTER_DENIED, DESCRIBE
 from commitgate.gateway.security.scram_store import CODES
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
@@ -14,6 +16,9 @@ Response = messages.get("DescribeUserScramCredentialsResponse").cls
 
 
 async def handle(ctx: RequestContext, request) -> object:
+    if not ctx.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME):
+        return Response(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                        error_message=CLUSTER_DENIED, results=[])
     users = [u.name for u in request.users] if request.users else None
     results = [Response.DescribeUserScramCredentialsResult(
         user=user, error_code=error, error_message=message,

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from commitgate.gateway.broker import Broker
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.acl_store import CLUSTER, CLUSTER_NAME
+from commitgate.gateway.security.authorizer import ALTER
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 
@@ -53,6 +55,9 @@ async def handle(ctx: RequestContext, request) -> object:
     election_type = request.election_type if ctx.api_version >= 1 else 0
     if election_type not in ELECTION_TYPES:
         return _refused(request, f"Unknown election type {election_type}")
+    if not ctx.allowed(ALTER, CLUSTER, CLUSTER_NAME):
+        return Response(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                        replica_election_results=[])
     broker = ctx.broker
     if wanted is None:
         results = [Result(topic=t.name, partition_result=[]) for t in broker.store.topics()]

@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.acl_store import TRANSACTIONAL_ID
+from commitgate.gateway.security.authorizer import WRITE
 from commitgate.gateway.transactions.errors import fenced
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
@@ -24,6 +26,9 @@ Response = messages.get("EndTxnResponse").cls
 
 
 async def handle(ctx: RequestContext, request) -> object:
+    if not ctx.allowed(WRITE, TRANSACTIONAL_ID, request.transactional_id):
+        return Response(throttle_time_ms=0,
+                        error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     error = await ctx.broker.transactions.end_txn(
         request.transactional_id, request.producer_id, request.producer_epoch,
         request.committed, fenced(ctx.api_version, since=2))

@@ -2,7 +2,8 @@
 
 A fetch that finds fewer than ``min_bytes`` parks on its partitions until an append to one of
 them wakes it or ``max_wait_ms`` passes. Fetch sessions (KIP-227) are not kept: every answer
-carries session id 0, which tells the client to send full fetches.
+carries session id 0, which tells the client to send full fetches. With the authorizer on, a
+topic the client may not READ is answered TOPIC_AUTHORIZATION_FAILED and not read.
 """
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from commitgate.engine import StoreStatus
 from commitgate.engine.topic_table import TopicRecord
 from commitgate.gateway.broker import STORE_ERRORS, Broker
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.acl_store import TOPIC
+from commitgate.gateway.security.authorizer import READ
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 
@@ -41,7 +44,10 @@ class _Plan:
         for wanted in request.topics:
             record = broker.topic_by_id(wanted.topic_id) if by_id else broker.topic(wanted.topic)
             missing = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            self.topics.append((wanted, record.name if record else None, missing))
+            name = record.name if record else None
+            if not ctx.allowed(READ, TOPIC, name or wanted.topic or ""):
+                name, missing = None, ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            self.topics.append((wanted, name, missing))
 
     def watched(self) -> list[tuple[str, int]]:
         return [(name, p.partition) for wanted, name, _ in self.topics if name

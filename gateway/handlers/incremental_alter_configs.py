@@ -15,6 +15,7 @@ import enum
 from commitgate.gateway import config_admin
 from commitgate.gateway.config_admin import Problem, ResourceType
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.authorizer import ALTER_CONFIGS
 from commitgate.gateway.settings import SETTINGS
 from commitgate.gateway.topic_configs import TOPIC_CONFIGS, ConfigType
 from commitgate.protocol import messages
@@ -77,7 +78,8 @@ def _alter(ctx: RequestContext, resource, validate_only: bool) -> Problem | None
     broker = ctx.broker
     rtype, name = resource.resource_type, resource.resource_name
     entries = resource.configs
-    problem = config_admin.entries_problem(
+    problem = config_admin.authorization_problem(ctx, rtype, name, ALTER_CONFIGS) or \
+        config_admin.entries_problem(
         [e.name for e in entries],
         [e.name for e in entries if e.value is None and e.config_operation != OpType.DELETE]) \
         or config_admin.resource_problem(broker, rtype, name)

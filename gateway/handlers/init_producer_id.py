@@ -14,6 +14,8 @@ from __future__ import annotations
 import logging
 
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.acl_store import CLUSTER, CLUSTER_NAME, TOPIC, TRANSACTIONAL_ID
+from commitgate.gateway.security.authorizer import IDEMPOTENT_WRITE, WRITE
 from commitgate.gateway.transactions.errors import fenced
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
@@ -41,7 +43,12 @@ async def handle(ctx: RequestContext, request) -> object:
                  request.producer_epoch)
         return _error(ErrorCode.INVALID_REQUEST)
     if request.transactional_id is not None:
+        if not ctx.allowed(WRITE, TRANSACTIONAL_ID, request.transactional_id):
+            return _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         return await _transactional(ctx, request)
+    if not (ctx.allowed(IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME) or
+            ctx.allowed_on_any(WRITE, TOPIC)):
+        return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     pid = ctx.broker.producer_ids.allocate()
     log.info("producer id %d epoch 0 for %s", pid, ctx.who())
     return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id=pid,

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from commitgate.gateway.groups.membership import JoinRequest
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.acl_store import GROUP
+from commitgate.gateway.security.authorizer import READ
 from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 API_KEY = 11
 VERSIONS = (0, 9)
@@ -33,6 +36,10 @@ def _request(ctx: RequestContext, request) -> JoinRequest:
 
 
 async def handle(ctx: RequestContext, request) -> object:
+    if not ctx.allowed(READ, GROUP, request.group_id):
+        return Response(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                        generation_id=-1, protocol_type=None, protocol_name=None, leader="",
+                        member_id=request.member_id, members=[])
     result = await ctx.broker.groups.membership.join(_request(ctx, request))
     protocol = result.protocol_name
     if ctx.api_version < 7:

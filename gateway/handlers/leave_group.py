@@ -7,6 +7,8 @@ one member's error is the response's error.
 from __future__ import annotations
 
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.acl_store import GROUP
+from commitgate.gateway.security.authorizer import READ
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 
@@ -17,6 +19,9 @@ Response = messages.get("LeaveGroupResponse").cls
 
 
 async def handle(ctx: RequestContext, request) -> object:
+    if not ctx.allowed(READ, GROUP, request.group_id):
+        return Response(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                        members=[])
     batched = ctx.api_version >= 3
     leaving = [(m.member_id, m.group_instance_id) for m in request.members] if batched \
         else [(request.member_id, None)]

@@ -12,6 +12,8 @@ import asyncio
 from commitgate.engine.topic_table import TopicRecord
 from commitgate.gateway.broker import LEADER_EPOCH, Broker
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.acl_store import TOPIC
+from commitgate.gateway.security.authorizer import DESCRIBE
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 
@@ -58,6 +60,9 @@ async def _partition(ctx: RequestContext, name: str, part, committed: bool) -> o
     broker = ctx.broker
     out = PartitionOut(partition_index=part.partition_index, timestamp=-1, offset=-1,
                        leader_epoch=-1)
+    if not ctx.allowed(DESCRIBE, TOPIC, name):
+        out.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        return out
     topic = broker.topic(name)
     if topic is None or not 0 <= part.partition_index < topic.partitions:
         out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.acl_store import TRANSACTIONAL_ID
+from commitgate.gateway.security.authorizer import DESCRIBE
 from commitgate.gateway.transactions.coordinator import now_ms
 from commitgate.gateway.transactions.txn_log import TxnState
 from commitgate.protocol import messages
@@ -40,7 +42,8 @@ async def handle(ctx: RequestContext, request) -> object:
         if (states and record.state.label not in states) or \
                 (pids and record.producer_id not in pids) or \
                 (duration >= 0 and (record.start_ms < 0 or now - record.start_ms <= duration)) or \
-                (matcher and not matcher.fullmatch(meta.transactional_id)):
+                (matcher and not matcher.fullmatch(meta.transactional_id)) or \
+                not ctx.allowed(DESCRIBE, TRANSACTIONAL_ID, meta.transactional_id):
             continue
         listed.append(Response.TransactionState(
             transactional_id=meta.transactional_id, producer_id=record.producer_id,

@@ -11,6 +11,8 @@ from __future__ import annotations
 from commitgate.gateway.groups.offsets import Commit, CommitRequest
 from commitgate.gateway.groups.topics import partition_error, topic_name
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.acl_store import GROUP, TOPIC
+from commitgate.gateway.security.authorizer import READ
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 
@@ -26,9 +28,13 @@ async def handle(ctx: RequestContext, request) -> object:
     errors: list[list[ErrorCode]] = []  # per topic, per partition
     commits: list[Commit] = []
     places: list[tuple[int, int]] = []  # where each commit's error goes
+    group_ok = ctx.allowed(READ, GROUP, request.group_id)
     for ti, topic in enumerate(request.topics):
         name = topic_name(broker, topic.name, topic.topic_id, by_id)
-        errors.append([partition_error(broker, name, p.partition_index, by_id)
+        denied = ErrorCode.GROUP_AUTHORIZATION_FAILED if not group_ok else \
+            ErrorCode.TOPIC_AUTHORIZATION_FAILED \
+            if not ctx.allowed(READ, TOPIC, name or topic.name or "") else None
+        errors.append([denied or partition_error(broker, name, p.partition_index, by_id)
                        for p in topic.partitions])
         for pi, p in enumerate(topic.partitions):
             if errors[ti][pi] is ErrorCode.NONE:

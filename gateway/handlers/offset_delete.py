@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from commitgate.gateway.groups.topics import partition_error
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.acl_store import GROUP, TOPIC
+from commitgate.gateway.security.authorizer import DELETE, READ
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 
@@ -19,8 +21,13 @@ Response = messages.get("OffsetDeleteResponse").cls
 
 async def handle(ctx: RequestContext, request) -> object:
     broker = ctx.broker
+    if not ctx.allowed(DELETE, GROUP, request.group_id):
+        return Response(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, throttle_time_ms=0,
+                        topics=[])
+    readable = {t.name for t in request.topics if ctx.allowed(READ, TOPIC, t.name)}
     known = [(t.name, [p.partition_index for p in t.partitions
-                       if partition_error(broker, t.name, p.partition_index, False) is
+                       if t.name in readable and
+                       partition_error(broker, t.name, p.partition_index, False) is
                        ErrorCode.NONE]) for t in request.topics]
     error, results = await broker.groups.offsets.delete(request.group_id, known)
     if error is not ErrorCode.NONE:
@@ -31,6 +38,8 @@ async def handle(ctx: RequestContext, request) -> object:
         topics.append(Response.OffsetDeleteResponseTopic(name=topic.name, partitions=[
             Response.OffsetDeleteResponsePartition(
                 partition_index=p.partition_index,
-                error_code=ok.get(p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                error_code=ok.get(p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                                  if topic.name in readable else
+                                  ErrorCode.TOPIC_AUTHORIZATION_FAILED))
             for p in topic.partitions]))
     return Response(error_code=ErrorCode.NONE, throttle_time_ms=0, topics=topics)

@@ -13,6 +13,8 @@ from commitgate.gateway.groups.offsets import OffsetManager
 from commitgate.gateway.groups.records import OffsetValue
 from commitgate.gateway.groups.topics import topic_id_of, topic_name
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.acl_store import GROUP, TOPIC
+from commitgate.gateway.security.authorizer import DESCRIBE
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 
@@ -35,7 +37,7 @@ def _rows(ctx: RequestContext, group_id: str, topics, by_id: bool, stable: bool)
     if topics is None:
         found = offsets.fetch(group_id, None)
         rows = [(name, topic_id_of(broker, name), partitions(name, parts))
-                for name, parts in found]
+                for name, parts in found if ctx.allowed(DESCRIBE, TOPIC, name)]
         return [row for row in rows if row[1] is not None or not by_id]
     rows = []
     for topic in topics:
@@ -44,6 +46,10 @@ def _rows(ctx: RequestContext, group_id: str, topics, by_id: bool, stable: bool)
         if name is None:
             rows.append((topic.name, topic_id, [(p, NO_OFFSET, ErrorCode.UNKNOWN_TOPIC_ID)
                                                 for p in topic.partition_indexes]))
+            continue
+        if not ctx.allowed(DESCRIBE, TOPIC, name):
+            rows.append((name, topic_id, [(p, NO_OFFSET, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                                          for p in topic.partition_indexes]))
             continue
         [(_, parts)] = offsets.fetch(group_id, [(name, list(topic.partition_indexes))])
         rows.append((name, topic_id, partitions(name, parts)))
@@ -58,6 +64,9 @@ def _partition(offsets: OffsetManager, group_id: str, topic: str, partition: int
 
 
 def _group(ctx: RequestContext, wanted, stable: bool) -> object:
+    if not ctx.allowed(DESCRIBE, GROUP, wanted.group_id):
+        return Response.OffsetFetchResponseGroup(
+            group_id=wanted.group_id, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, topics=[])
     by_id = ctx.api_version >= 10
     rows = _rows(ctx, wanted.group_id, wanted.topics, by_id, stable)
     return Response.OffsetFetchResponseGroup(
@@ -74,6 +83,9 @@ async def handle(ctx: RequestContext, request) -> object:
     if ctx.api_version >= 8:
         return Response(throttle_time_ms=0, groups=[_group(ctx, g, request.require_stable)
                                                      for g in request.groups])
+    if not ctx.allowed(DESCRIBE, GROUP, request.group_id):
+        return Response(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                        topics=[])
     rows = _rows(ctx, request.group_id, request.topics, False, request.require_stable)
     return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, topics=[
         Response.OffsetFetchResponseTopic(name=name, partitions=[

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from commitgate.gateway.broker import LEADER_EPOCH, Broker
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.acl_store import TOPIC
+from commitgate.gateway.security.authorizer import DESCRIBE
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 
@@ -54,5 +56,9 @@ def _partition(broker: Broker, topic: str, asked) -> object:
 async def handle(ctx: RequestContext, request) -> object:
     return Response(throttle_time_ms=0, topics=[
         Response.OffsetForLeaderTopicResult(topic=t.topic, partitions=[
-            _partition(ctx.broker, t.topic, p) for p in t.partitions])
+            _partition(ctx.broker, t.topic, p) if ctx.allowed(DESCRIBE, TOPIC, t.topic) else
+            Response.EpochEndOffset(partition=p.partition, leader_epoch=UNDEFINED,
+                                    end_offset=UNDEFINED,
+                                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            for p in t.partitions])
         for t in request.topics])

@@ -5,6 +5,9 @@ epoch and sequence, the append); this module answers the request.
 acks=0 gets no response; acks=1 is answered after the appends; acks=-1 after the store's
 durability point (under SYNC_FLUSH, the group-commit fsync). An acks value other than 0, 1 or
 -1 is INVALID_REQUIRED_ACKS for every partition. v13 names topics by id (UNKNOWN_TOPIC_ID).
+With the authorizer on, a topic needs WRITE (else TOPIC_AUTHORIZATION_FAILED) and a
+transactional producer WRITE on its transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+for every partition), as Kafka checks them.
 """
 from __future__ import annotations
 
@@ -12,6 +15,8 @@ from commitgate.engine import StoreStatus
 from commitgate.gateway.broker import STORE_ERRORS
 from commitgate.gateway.produce_path import PartitionOut, append_partition, fail
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.acl_store import TOPIC, TRANSACTIONAL_ID
+from commitgate.gateway.security.authorizer import WRITE
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 
@@ -28,13 +33,20 @@ async def handle(ctx: RequestContext, request) -> object | None:
     by_id = ctx.api_version >= 13
     acks = request.acks
     topics_out, waits = [], []
+    txn = request.transactional_id
+    refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED \
+        if txn is not None and not ctx.allowed(WRITE, TRANSACTIONAL_ID, txn) else None
     for data in request.topic_data:
         topic = broker.topic_by_id(data.topic_id) if by_id else broker.topic(data.name)
+        name = topic.name if by_id and topic is not None else data.name
+        denied = refused or (ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                             if not ctx.allowed(WRITE, TOPIC, name or "") else None)
         partitions = []
         for part in data.partition_data:
-            if acks not in (0, 1, -1):
+            if acks not in (0, 1, -1) or denied:
                 out = fail(PartitionOut(index=part.index, base_offset=-1, log_append_time_ms=-1,
-                                        log_start_offset=-1), ErrorCode.INVALID_REQUIRED_ACKS)
+                                        log_start_offset=-1),
+                           denied or ErrorCode.INVALID_REQUIRED_ACKS)
                 end = -1
             else:
                 out, end = append_partition(ctx, topic, part.index, part.records)

@@ -7,7 +7,10 @@ A follower's SyncGroup waits until the leader's assignment is stored in
 from __future__ import annotations
 
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.acl_store import GROUP
+from commitgate.gateway.security.authorizer import READ
 from commitgate.protocol import messages
+from commitgate.protocol.errors import ErrorCode
 
 API_KEY = 14
 VERSIONS = (0, 5)
@@ -16,6 +19,9 @@ Response = messages.get("SyncGroupResponse").cls
 
 
 async def handle(ctx: RequestContext, request) -> object:
+    if not ctx.allowed(READ, GROUP, request.group_id):
+        return Response(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                        protocol_type=None, protocol_name=None, assignment=b"")
     v5 = ctx.api_version >= 5
     result = await ctx.broker.groups.membership.sync(
         request.group_id, request.generation_id, request.member_id,

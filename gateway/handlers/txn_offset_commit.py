@@ -20,6 +20,8 @@ import logging
 from commitgate.gateway.groups.offsets import Commit, CommitRequest
 from commitgate.gateway.groups.topics import partition_error
 from commitgate.gateway.request_context import RequestContext
+from commitgate.gateway.security.acl_store import GROUP, TOPIC, TRANSACTIONAL_ID
+from commitgate.gateway.security.authorizer import READ, WRITE
 from commitgate.protocol import messages
 from commitgate.protocol.errors import ErrorCode
 
@@ -46,8 +48,14 @@ async def handle(ctx: RequestContext, request) -> object:
     errors: list[list[ErrorCode]] = []  # per topic, per partition
     commits: list[Commit] = []
     places: list[tuple[int, int]] = []  # where each commit's error goes
+    refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED \
+        if not ctx.allowed(WRITE, TRANSACTIONAL_ID, request.transactional_id) else \
+        ErrorCode.GROUP_AUTHORIZATION_FAILED if not ctx.allowed(READ, GROUP, request.group_id) \
+        else None
     for ti, topic in enumerate(request.topics):
-        errors.append([partition_error(broker, topic.name, p.partition_index, False)
+        denied = refused or (ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                             if not ctx.allowed(READ, TOPIC, topic.name) else None)
+        errors.append([denied or partition_error(broker, topic.name, p.partition_index, False)
                        for p in topic.partitions])
         for pi, p in enumerate(topic.partitions):
             if errors[ti][pi] is ErrorCode.NONE:

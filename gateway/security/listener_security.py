@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import logging
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from commitgate.gateway.security.config import SecurityConfig
 from commitgate.gateway.security.listeners import ListenerSpec
 from commitgate.gateway.security.oauth_tokens import TokenValidator
 from commitgate.gateway.security.tls import server_context
+
+if TYPE_CHECKING:
+    from commitgate.gateway.config import BrokerConfig
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +25,21 @@ class ListenerSecurity:
     config: SecurityConfig
     tls: ssl.SSLContext | None = None
     oauth: TokenValidator | None = None
+
+
+def prepare_admin(config: BrokerConfig) -> tuple[ssl.SSLContext | None, TokenValidator | None]:
+    """The admin HTTP listener's TLS context (https) and bearer token validator, if asked."""
+    if config.admin_listener is None:
+        return None, None
+    tls = server_context(replace(config.security, ssl_client_auth="none"), "admin") \
+        if config.admin_https else None
+    tokens = TokenValidator(config.security, "admin") \
+        if config.admin_authentication == "bearer" else None
+    if config.admin_authentication == "none" and config.admin_listener.host not in (
+            "127.0.0.1", "localhost", "::1"):
+        log.warning("the admin HTTP API on %s answers anyone (admin.authentication=none)",
+                    config.admin_listener)
+    return tls, tokens
 
 
 def prepare(listeners: tuple[ListenerSpec, ...],
