@@ -53,9 +53,14 @@ def _endpoint_url(text: str, scheme: str, label: str) -> Endpoint | None:
 def _admin_listener(text: str) -> Endpoint | None:
     """``http://HOST:PORT`` or ``https://HOST:PORT`` (the scheme is read again at the end)."""
     scheme = "https" if text.strip().lower().startswith("https://") else "http"
-    endpoint = _endpoint_url(text, scheme, " (http or https)")
+    try:
+        endpoint = _endpoint_url(text, scheme, "")
+    except ValueError:
+        raise ValueError("expected one http://HOST:PORT or https://HOST:PORT, or nothing to "
+                         "turn it off") from None
     if endpoint is not None and endpoint.port == 0:
-        raise ValueError("expected one http(s)://HOST:PORT with a port above 0")
+        raise ValueError("expected one http://HOST:PORT or https://HOST:PORT with a port "
+                         "above 0")
     return endpoint
 
 

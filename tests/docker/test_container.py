@@ -195,7 +195,8 @@ def test_produce_restart_consume_through_published_port(container: Container) ->
     assert len(starts) == 2 and "clean start" in starts[1], logs
     # listening on the container's every address, advertising the published port (a variable),
     # node id from --override
-    assert f"on 0.0.0.0:9092 (advertised as {container.bootstrap}), node {NODE_ID}," in starts[0]
+    assert f"on PLAINTEXT://0.0.0.0:9092 (advertised as PLAINTEXT://{container.bootstrap}), " \
+           f"node {NODE_ID}," in starts[0]
 
 
 def test_runs_as_non_root_and_stops_cleanly_on_sigterm(container: Container) -> None:

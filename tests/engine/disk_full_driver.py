@@ -47,7 +47,7 @@ from tests.engine.crash_writer import batch_header
 TOPIC = "full"
 PARTITIONS = 4
 SEGMENT_BYTES = 256 * 1024
-BALLAST_BYTES = 768 * 1024  # frees room for a new segment, its pre-allocated successor and more
+BALLAST_BYTES = 1024 * 1024  # frees room for new segments beside the 512 KiB reserve, with a margin
 MAX_ATTEMPTS = 10_000
 RETRIES_WHILE_FULL = 5
 APPENDS_AFTER_FREE = 20

@@ -329,11 +329,12 @@ def test_a_taken_admin_port_fails_the_start_clearly(tmp_path):
     assert "in use" in log and "Traceback" not in log
 
 
-@pytest.mark.parametrize("text", ["127.0.0.1:9644", "https://127.0.0.1:9644",
+@pytest.mark.parametrize("text", ["127.0.0.1:9644", "ftp://127.0.0.1:9644",
                                   "http://127.0.0.1", "http://127.0.0.1:9644/metrics",
-                                  "http://a:1,http://b:2", f"http://127.0.0.1:{1 << 16}"])
+                                  "http://a:1,http://b:2", f"http://127.0.0.1:{1 << 16}",
+                                  "https://127.0.0.1:0"])
 def test_admin_listeners_takes_one_http_host_port(text):
-    with pytest.raises(ValueError, match="admin.listeners.*http://HOST:PORT"):
+    with pytest.raises(ValueError, match="admin.listeners.*http://HOST:PORT or https://HOST:PORT"):
         broker_config({"admin.listeners": text})
 
 
@@ -341,5 +342,6 @@ def test_admin_listeners_values():
     assert broker_config({}).admin_listener.port == 9644
     assert broker_config({"admin.listeners": ""}).admin_listener is None
     port = free_port()
-    endpoint = broker_config({"admin.listeners": f"http://0.0.0.0:{port}"}).admin_listener
+    endpoint = broker_config({"admin.listeners": f"http://0.0.0.0:{port}",
+                              "admin.authentication": "basic"}).admin_listener
     assert (endpoint.host, endpoint.port) == ("0.0.0.0", port)

@@ -13,6 +13,7 @@ from commitgate.compat_tests.contract import bytes_of, hex_of
 from commitgate.compat_tests.drivers.serve import serve
 
 SEND_TIMEOUT_S = 30
+POLL_STEP_MS = 1000  # the longest single poll (see poll)
 
 
 class Driver:
@@ -129,7 +130,13 @@ class Driver:
         out: list[dict] = []
         deadline = time.monotonic() + max_ms / 1000
         while len(out) < count and time.monotonic() < deadline:
-            for batch in consumer.poll(timeout_ms=100, max_records=count - len(out)).values():
+            # polls of up to a second: kafka-python 3.0 drops a JoinGroup/SyncGroup round that
+            # completes after the poll that started it timed out and starts another, so on a
+            # loaded machine 100 ms polls could rejoin for ever (seen in CI: gen 1, 2, then
+            # no assignment for 30 s)
+            wait_ms = max(1, min(POLL_STEP_MS, int((deadline - time.monotonic()) * 1000)))
+            for batch in consumer.poll(timeout_ms=wait_ms,
+                                       max_records=count - len(out)).values():
                 out += [_record(r) for r in batch]
         return {"records": out, "assignment": sorted(tp.partition for tp in consumer.assignment())}
 
