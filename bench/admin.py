@@ -18,11 +18,8 @@ from __future__ import annotations
 
 import argparse
 import http.client
-import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -30,12 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
 
+from commitgate.bench.loadgen import mb_per_s, run_process
 from commitgate.launcher import BrokerProcess
 
-MB = 1e6
 GB = 1e9
 TICKS_PER_S = os.sysconf("SC_CLK_TCK")
-LOADGEN_TIMEOUT_S = 300.0
 
 
 @dataclass
@@ -100,33 +96,18 @@ class Side:
         return (int(utime) + int(stime)) / TICKS_PER_S
 
 
-def _loadgen(*args: str) -> dict:
-    """Run one bench.loadgen process; its last line is its JSON result."""
-    done = subprocess.run([sys.executable, "-m", "commitgate.bench.loadgen", *args], capture_output=True,
-                          text=True, timeout=LOADGEN_TIMEOUT_S, check=False)
-    lines = done.stdout.strip().splitlines()
-    result = json.loads(lines[-1]) if lines else {"error": done.stderr.strip()[-500:]}
-    if done.returncode != 0 or "error" in result:
-        raise RuntimeError(f"bench.loadgen {args[0]} failed: {result.get('error')}")
-    return result
-
-
-def _mbs(result: dict) -> float:
-    return result["bytes"] / MB / max(result["end"] - result["start"], 1e-9)
-
-
 def _round(side: Side, topic: str, args: argparse.Namespace) -> None:
     common = ["--bootstrap", side.broker.bootstrap, "--topic", topic, "--count",
               str(args.records), "--size", str(args.size)]
     began = side.cpu_s()
-    produced = _loadgen("produce", *common, "--partitions", str(args.partitions))
+    produced = run_process("produce", *common, "--partitions", str(args.partitions))
     middle = side.cpu_s()
-    fetched = _loadgen("consume", *common, "--until-eof",
+    fetched = run_process("consume", *common, "--until-eof",
                        "--partition-list", ",".join(map(str, range(args.partitions))))
     if fetched["records"] != args.records:
         raise RuntimeError(f"{side.name}: read {fetched['records']} of {args.records} records")
-    side.produce_mbs.append(_mbs(produced))
-    side.fetch_mbs.append(_mbs(fetched))
+    side.produce_mbs.append(mb_per_s(produced))
+    side.fetch_mbs.append(mb_per_s(fetched))
     side.produce_cpu.append((middle - began) / (produced["bytes"] / GB))
     side.fetch_cpu.append((side.cpu_s() - middle) / (fetched["bytes"] / GB))
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import struct
+import subprocess
 import sys
 import time
 
@@ -205,6 +206,23 @@ class Transactions:
             self.aborted += sent - self.opened_at
         self.ended += 1
         self.opened_at = sent
+
+
+def run_process(*args: str, timeout_s: float = 600.0) -> dict:
+    """Run this module as a process of its own (its arguments ``args``); its last line is its
+    JSON result. RuntimeError names the mode when it failed."""
+    done = subprocess.run([sys.executable, "-m", "commitgate.bench.loadgen", *args],
+                          capture_output=True, text=True, timeout=timeout_s, check=False)
+    lines = done.stdout.strip().splitlines()
+    result = json.loads(lines[-1]) if lines else {"error": done.stderr.strip()[-500:]}
+    if done.returncode != 0 or "error" in result:
+        raise RuntimeError(f"bench.loadgen {args[0]} failed: {result.get('error')}")
+    return result
+
+
+def mb_per_s(result: dict) -> float:
+    """A run's MB/s over its own timed window."""
+    return result["bytes"] / 1e6 / max(result["end"] - result["start"], 1e-9)
 
 
 def client_settings(args: argparse.Namespace) -> dict[str, str]:

@@ -20,10 +20,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import ipaddress
-import json
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -34,12 +31,11 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from commitgate.bench.loadgen import mb_per_s, run_process
 from commitgate.gateway.security.scram_store import ScramCredential, ScramStore
 from commitgate.launcher import BrokerProcess
 from commitgate.launcher.broker_process import free_port
 
-MB = 1e6
-LOADGEN_TIMEOUT_S = 600.0
 USER, PASSWORD = "bench", "bench-secret"
 TARGETS = {"produce": 0.70, "fetch": 0.50}
 
@@ -78,32 +74,18 @@ def _client_settings(protocol: str, ca: Path) -> dict[str, str]:
             "sasl.username": USER, "sasl.password": PASSWORD, "ssl.ca.location": str(ca)}
 
 
-def _loadgen(*args: str) -> dict:
-    done = subprocess.run([sys.executable, "-m", "commitgate.bench.loadgen", *args],
-                          capture_output=True, text=True, timeout=LOADGEN_TIMEOUT_S, check=False)
-    lines = done.stdout.strip().splitlines()
-    result = json.loads(lines[-1]) if lines else {"error": done.stderr.strip()[-500:]}
-    if done.returncode != 0 or "error" in result:
-        raise RuntimeError(f"bench.loadgen {args[0]} failed: {result.get('error')}")
-    return result
-
-
-def _mbs(result: dict) -> float:
-    return result["bytes"] / MB / max(result["end"] - result["start"], 1e-9)
-
-
 def _round(bootstrap: str, settings: dict[str, str], topic: str,
            args: argparse.Namespace) -> tuple[float, float]:
     common = ["--bootstrap", bootstrap, "--topic", topic, "--count", str(args.records),
               "--size", str(args.size)]
     for key, value in settings.items():
         common += ["--set", f"{key}={value}"]
-    produced = _loadgen("produce", *common, "--partitions", str(args.partitions))
-    fetched = _loadgen("consume", *common, "--until-eof",
+    produced = run_process("produce", *common, "--partitions", str(args.partitions))
+    fetched = run_process("consume", *common, "--until-eof",
                        "--partition-list", ",".join(map(str, range(args.partitions))))
     if fetched["records"] != args.records:
         raise RuntimeError(f"{topic}: read {fetched['records']} of {args.records} records")
-    return _mbs(produced), _mbs(fetched)
+    return mb_per_s(produced), mb_per_s(fetched)
 
 
 def _setups_per_s(bootstrap: str, settings: dict[str, str], count: int) -> float:
