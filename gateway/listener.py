@@ -41,9 +41,8 @@ class Listener:
         config = broker.config
         self.broker = broker
         self.securities = securities
-        self.failed_logins = FailedLogins()  # every SASL listener's, by address
-        self._sasl = {s.spec.name: SaslSettings(s.config, broker.scram, s.oauth,
-                                                self.failed_logins)
+        failed_logins = FailedLogins()  # every SASL listener's, by address
+        self._sasl = {s.spec.name: SaslSettings(s.config, broker.scram, s.oauth, failed_logins)
                       for s in securities if s.spec.protocol.sasl}
         self._handshakes: set[asyncio.Task] = set()
         self._handshaking: collections.Counter[str] = collections.Counter()
@@ -83,11 +82,6 @@ class Listener:
                 lambda sock=sock, security=security: self._accept(sock, security)))
         self._tasks.append(self.supervisor.spawn("listener-sweeper", self._sweep))
 
-    def bound(self, name: str) -> list[tuple[str, int]]:
-        """The addresses listener ``name`` is bound to (the ports the OS chose for port 0)."""
-        ports = {s.spec.name: s.spec.endpoint.port for s in self.securities}
-        return [sock.getsockname()[:2] for sock in self._sockets
-                if ports[name] in (0, sock.getsockname()[1])]
 
     @property
     def accepting(self) -> bool:

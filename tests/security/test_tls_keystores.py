@@ -143,3 +143,17 @@ def test_a_client_certificates_mapped_principal_is_what_acls_see(tmp_path, pki):
         producer.produce("not-hers", b"v", on_delivery=lambda err, _: errors.append(err))
         producer.flush(TIMEOUT_S)
         assert [e.code() for e in errors] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+
+
+def test_clients_that_never_finish_their_handshake_hold_nobody_up(tmp_path, pki):
+    broker, address = _ssl_broker(tmp_path, **{"ssl.keystore.location": str(pki.server_pem)})
+    host, port = address.rsplit(":", 1)
+    with broker:
+        silent = [socket.create_connection((host, int(port)), timeout=TIMEOUT_S)
+                  for _ in range(50)]  # TCP only: no ClientHello
+        try:
+            assert _handshake(address, pki.ca_file) == "TLSv1.3"
+            assert len(round_trip("kafka-python", address, Login("SSL", ca_file=pki.ca_file))) == 2
+        finally:
+            for sock in silent:
+                sock.close()
