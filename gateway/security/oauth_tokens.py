@@ -1,6 +1,7 @@
-"""OAUTHBEARER's tokens: JWTs checked with PyJWT against the signing keys of a JWKS document
-(``sasl.oauthbearer.jwks.endpoint.url``, a ``file://`` URL read at start), the expected audience
-and issuer, with ``sasl.oauthbearer.clock.skew.seconds`` of leeway. The principal is the claim
+"""OAUTHBEARER's tokens: JWTs checked with PyJWT against the issuer's signing keys
+(``sasl.oauthbearer.jwks.endpoint.url``, a ``file://`` URL read at start: a JWKS document, or the
+issuer's one public key in PEM), the expected audience and issuer, with
+``sasl.oauthbearer.clock.skew.seconds`` of leeway. The principal is the claim
 ``sasl.oauthbearer.sub.claim.name`` names."""
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import jwt
+from cryptography.hazmat.primitives import serialization
 
 from commitgate.gateway.security.config import SecurityConfig
 from commitgate.gateway.security.sasl_errors import AuthenticationFailed
@@ -21,7 +23,8 @@ ALGORITHMS = ["RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256", "PS
 class TokenValidator:
     def __init__(self, security: SecurityConfig, listener: str) -> None:
         self.security = security
-        self.keys = _jwks(security.sasl_oauthbearer_jwks_endpoint_url, listener)
+        # (key id or None, key): a JWKS's keys, or one issuer key with no id
+        self.keys = _keys(security.sasl_oauthbearer_jwks_endpoint_url, listener)
 
     def validate(self, token: str) -> tuple[str, int]:
         """The user the token names and its remaining lifetime in ms; AuthenticationFailed
@@ -47,25 +50,32 @@ class TokenValidator:
         return user, max(int((claims["exp"] - time.time()) * 1000), 0)
 
     def _key(self, kid: str | None) -> object:
+        if len(self.keys) == 1 and self.keys[0][0] is None:  # the issuer's one key
+            return self.keys[0][1]
         if kid is not None:
-            for key in self.keys.keys:
-                if key.key_id == kid:
+            for key_id, key in self.keys:
+                if key_id == kid:
                     return key
             raise jwt.InvalidKeyError(f"no key {kid!r} in the JWKS")
-        if len(self.keys.keys) != 1:
+        if len(self.keys) != 1:
             raise jwt.InvalidKeyError("the token names no key (kid) and the JWKS has several")
-        return self.keys.keys[0]
+        return self.keys[0][1]
 
 
-def _jwks(url: str, listener: str) -> jwt.PyJWKSet:
+def _keys(url: str, listener: str) -> list[tuple[str | None, object]]:
     setting = "sasl.oauthbearer.jwks.endpoint.url"
     if not url:
         raise SecurityError(f"listener {listener} enables OAUTHBEARER: set {setting} (a "
-                            f"file:// URL of the issuer's JWKS)")
+                            f"file:// URL of the issuer's JWKS or public key)")
     parsed = urlparse(url)
     if parsed.scheme != "file":
-        raise SecurityError(f"{setting}={url!r}: CommitGate reads the JWKS from a file:// URL")
+        raise SecurityError(f"{setting}={url!r}: CommitGate reads the keys from a file:// URL")
     try:
-        return jwt.PyJWKSet.from_dict(json.loads(Path(unquote(parsed.path)).read_text()))
-    except (OSError, ValueError, jwt.PyJWTError) as exc:
-        raise SecurityError(f"{setting}={url!r}: not a readable JWKS document: {exc}") from None
+        text = Path(unquote(parsed.path)).read_bytes()
+        if text.lstrip().startswith(b"-----BEGIN PUBLIC KEY-----"):
+            return [(None, serialization.load_pem_public_key(text))]
+        keys = jwt.PyJWKSet.from_dict(json.loads(text)).keys
+        return [(key.key_id, key) for key in keys]
+    except (OSError, ValueError, TypeError, jwt.PyJWTError) as exc:
+        raise SecurityError(f"{setting}={url!r}: not a readable JWKS document or PEM public "
+                            f"key: {exc}") from None

@@ -14,6 +14,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.abc import AbstractTokenProvider
 from confluent_kafka import KafkaError, Producer
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from kafka import KafkaProducer
 from kafka.net.sasl.oauth import AbstractTokenProvider as KafkaPythonTokenProvider
@@ -155,3 +156,20 @@ def test_confluent_kafka_reports_an_expired_token(oauth_broker, issuer_key):
             time.monotonic() < deadline:
         producer.poll(0.2)
     assert any(e.code() == KafkaError._AUTHENTICATION and "expired" in e.str() for e in errors)
+
+
+def test_the_issuers_public_key_in_pem_instead_of_a_jwks(tmp_path, issuer_key):
+    pem = issuer_key.public_key().public_bytes(serialization.Encoding.PEM,
+                                               serialization.PublicFormat.SubjectPublicKeyInfo)
+    (tmp_path / "issuer.pem").write_bytes(pem)
+    ports = distinct_ports(["PLAINTEXT", "SASL_PLAINTEXT"])
+    listeners = ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items())
+    overrides = {"listeners": listeners, "advertised.listeners": listeners,
+                 "sasl.enabled.mechanisms": "OAUTHBEARER",
+                 "sasl.oauthbearer.jwks.endpoint.url": f"file://{tmp_path / 'issuer.pem'}",
+                 "connection.failed.authentication.delay.ms": "0"}
+    with BrokerProcess(tmp_path / "data", overrides, port=ports["PLAINTEXT"]) as process:
+        broker = SecureBroker(process, ports)
+        assert _authenticate(broker, token(issuer_key, kid="any")).error_code == ErrorCode.NONE
+        forged = _authenticate(broker, token(_other_key()))
+        assert forged.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
