@@ -34,10 +34,15 @@ may be null when producing (the client picks). The operations (scenarios.py comp
 - commit {name, offsets} -> {"committed": {p: o}}: commits (synchronously) ``offsets``
   ({p: o}, partitions of the consumer's assignment), or its positions when null.
 - consumer_close {name} -> {}
+
+A driver started with ``COMMITGATE_COMPAT_CLIENT_SETTINGS`` naming a file adds the settings in it,
+in the client's own terms, to every client it builds (a listener's security): a Java properties
+file for the Java clients, a JSON object merged into the configuration for kafkajs.
 """
 from __future__ import annotations
 
 import json
+import os
 import queue
 import subprocess
 import threading
@@ -92,13 +97,14 @@ class DriverGone(Exception):
 class DriverProcess:
     """One driver process, spoken to request by request with a bounded wait for each answer."""
     command: list[str]
+    env: dict[str, str] = field(default_factory=dict)  # beside this process's environment
     process: subprocess.Popen | None = None
     answers: queue.Queue = field(default_factory=queue.Queue)
     stderr_tail: list[str] = field(default_factory=list)
 
     def start(self) -> DriverProcess:
         self.process = subprocess.Popen(
-            self.command, text=True, bufsize=1,
+            self.command, text=True, bufsize=1, env={**os.environ, **self.env},
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         threading.Thread(target=self._read_stdout, daemon=True).start()
         threading.Thread(target=self._read_stderr, daemon=True).start()

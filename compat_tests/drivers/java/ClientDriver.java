@@ -54,9 +54,22 @@ public final class ClientDriver {
 
     ClientDriver(String bootstrap) {
         this.bootstrap = bootstrap;
+        this.admin = Admin.create(clientProperties(bootstrap));
+    }
+
+    /** The bootstrap, and the settings of COMMITGATE_COMPAT_CLIENT_SETTINGS (a properties file). */
+    static Properties clientProperties(String bootstrap) {
         Properties props = new Properties();
+        String file = System.getenv("COMMITGATE_COMPAT_CLIENT_SETTINGS");
+        if (file != null) {
+            try (java.io.Reader in = java.nio.file.Files.newBufferedReader(java.nio.file.Path.of(file))) {
+                props.load(in);
+            } catch (java.io.IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+        }
         props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-        this.admin = Admin.create(props);
+        return props;
     }
 
     public static void main(String[] args) throws Exception {
@@ -164,8 +177,7 @@ public final class ClientDriver {
     @SuppressWarnings("unchecked")
     Json produce(Map<String, Object> r) throws Exception {
         Map<String, Object> config = (Map<String, Object>) r.get("config");
-        Properties props = new Properties();
-        props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        Properties props = clientProperties(bootstrap);
         props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
         props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
         String[][] names = {{"compression", ProducerConfig.COMPRESSION_TYPE_CONFIG},
@@ -229,8 +241,7 @@ public final class ClientDriver {
         String group = (String) r.get("group");
         Object protocol = r.get("group_protocol");
         Object start = r.get("start");
-        Properties props = new Properties();
-        props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        Properties props = clientProperties(bootstrap);
         props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "latest".equals(start) ? "latest" : "earliest");
         props.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG,

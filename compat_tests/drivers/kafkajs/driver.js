@@ -36,7 +36,10 @@ CompressionCodecs[CompressionTypes.ZSTD] = () => ({
 })
 
 const [bootstrap] = process.argv.slice(2)
-const kafka = new Kafka({ clientId: 'commitgate-compat', brokers: [bootstrap], logLevel: logLevel.NOTHING })
+// COMMITGATE_COMPAT_CLIENT_SETTINGS: a JSON file merged into the configuration (ssl, sasl)
+const settingsFile = process.env.COMMITGATE_COMPAT_CLIENT_SETTINGS
+const settings = settingsFile ? JSON.parse(require('fs').readFileSync(settingsFile, 'utf8')) : {}
+const kafka = new Kafka({ clientId: 'commitgate-compat', brokers: [bootstrap], logLevel: logLevel.NOTHING, ...settings })
 const admin = kafka.admin()
 const consumers = new Map()
 const sleep = ms => new Promise(resolve => setTimeout(resolve, ms))
