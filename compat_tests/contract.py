@@ -37,7 +37,8 @@ may be null when producing (the client picks). The operations (scenarios.py comp
 
 A driver started with ``COMMITGATE_COMPAT_CLIENT_SETTINGS`` naming a file adds the settings in it,
 in the client's own terms, to every client it builds (a listener's security): a Java properties
-file for the Java clients, a JSON object merged into the configuration for kafkajs.
+file for the Java clients, a librdkafka properties file for kcat (its -F), a JSON object merged
+into the configuration for kafkajs and @platformatic/kafka.
 """
 from __future__ import annotations
 

@@ -1,20 +1,21 @@
 """The server side of each SASL mechanism: tokens in, challenges out, a user name once done.
 
 PLAIN (RFC 4616) checks the password against the SCRAM credentials; SCRAM-SHA-256/512 (RFC
-5802/7677) runs with ``scramp``; OAUTHBEARER (RFC 7628) validates the bearer token as a JWT
+5802/7677) runs ``scram_exchange``; OAUTHBEARER (RFC 7628) validates the bearer token as a JWT
 (``oauth_tokens``). A failure raises AuthenticationFailed with the words the client is told
 (Kafka's, where it has them)."""
 from __future__ import annotations
 
+import logging
 from typing import Protocol
-
-from scramp import ScramException, ScramMechanism
 
 from commitgate.gateway.security.oauth_tokens import TokenValidator
 from commitgate.gateway.security.sasl_errors import AuthenticationFailed
+from commitgate.gateway.security.scram_exchange import ScramExchange, ScramRefused
 from commitgate.gateway.security.scram_store import ScramStore
 
 INVALID_CREDENTIALS = "Authentication failed: Invalid username or password"
+log = logging.getLogger(__name__)
 
 
 class MechanismServer(Protocol):
@@ -59,33 +60,24 @@ class ScramServer:
         self.complete = False
         self.user = ""
         self.lifetime_ms = None
-        self._server = ScramMechanism(mechanism).make_server(self._credential)
+        self._exchange = ScramExchange(mechanism)
         self._round = 0
-
-    def _credential(self, user: str) -> tuple[bytes, bytes, bytes, int]:
-        credential = self.store.get(user, self.mechanism)
-        if credential is None:
-            raise AuthenticationFailed(self._failed())
-        self.user = user
-        return (credential.salt, credential.stored_key, credential.server_key,
-                credential.iterations)
-
-    def _failed(self) -> str:
-        return (f"Authentication failed during authentication due to invalid credentials "
-                f"with SASL mechanism {self.mechanism}")
 
     def step(self, token: bytes) -> bytes:
         try:
             text = token.decode()
             self._round += 1
             if self._round == 1:
-                self._server.set_client_first(text)
-                return self._server.get_server_first().encode()
-            self._server.set_client_final(text)
-            final = self._server.get_server_final()
-        except (ScramException, UnicodeDecodeError):
-            raise AuthenticationFailed(self._failed()) from None
-        self.complete = True
+                return self._exchange.client_first(
+                    text, lambda user: self.store.get(user, self.mechanism)).encode()
+            final = self._exchange.client_final(text)
+        except (ScramRefused, UnicodeDecodeError) as exc:  # the reason stays in the log
+            log.debug("SCRAM %s exchange with %r refused: %s", self.mechanism,
+                      self._exchange.user, exc)
+            raise AuthenticationFailed(
+                f"Authentication failed during authentication due to invalid credentials "
+                f"with SASL mechanism {self.mechanism}") from None
+        self.user, self.complete = self._exchange.user, True
         return final.encode()
 
 

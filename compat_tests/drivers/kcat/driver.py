@@ -6,6 +6,7 @@ usage: python -m commitgate.compat_tests.drivers.kcat.driver BOOTSTRAP"""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from itertools import groupby
@@ -28,9 +29,12 @@ class Driver:
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap
         self.consumers: dict[str, dict] = {}
+        # a librdkafka properties file (a listener's security): kcat's own -F
+        settings = os.environ.get("COMMITGATE_COMPAT_CLIENT_SETTINGS")
+        self.settings = ["-F", settings] if settings else []
 
     def kcat(self, *args: str, data: bytes = b"", timeout_s: float = TIMEOUT_S) -> bytes:
-        run = subprocess.run(["kcat", "-b", self.bootstrap, *args], input=data,
+        run = subprocess.run(["kcat", "-b", self.bootstrap, *self.settings, *args], input=data,
                              capture_output=True, timeout=timeout_s, check=False)
         errors = [line for line in run.stderr.decode(errors="replace").splitlines()
                   if "ERROR" in line]

@@ -6,6 +6,7 @@
 // decoder) and commit through the Admin, as the kafkajs driver does. Group members read a
 // consume() stream into a buffer that polls take from. Each send is one Produce request: one
 // batch per partition, whose base offset gives every record's offset.
+import { readFileSync } from 'node:fs'
 import readline from 'node:readline'
 import {
   Admin, Consumer, Producer, ConfigResourceTypes, IncrementalAlterConfigOperationTypes,
@@ -14,7 +15,10 @@ import {
 } from '@platformatic/kafka'
 
 const [bootstrap] = process.argv.slice(2)
-const base = { clientId: 'commitgate-compat', bootstrapBrokers: [bootstrap], retries: 3 }
+// COMMITGATE_COMPAT_CLIENT_SETTINGS: a JSON file merged into every client's options (tls, sasl)
+const settingsFile = process.env.COMMITGATE_COMPAT_CLIENT_SETTINGS
+const settings = settingsFile ? JSON.parse(readFileSync(settingsFile, 'utf8')) : {}
+const base = { clientId: 'commitgate-compat', bootstrapBrokers: [bootstrap], retries: 3, ...settings }
 const admin = new Admin(base)
 const consumers = new Map()
 const transactionalProducers = new Map() // transactional id -> its one Producer
