@@ -54,35 +54,23 @@ def _java_settings(folder: Path, protocol: str, pki, password: str | None = None
     return path
 
 
-def _kafkajs_settings(folder: Path, protocol: str, pki, password: str | None = None) -> Path:
-    mechanism, user = MODES[protocol]
-    settings: dict = {}
-    if protocol in ("SSL", "SASL_SSL"):
-        settings["ssl"] = {"ca": [pki.ca_file.read_text()]}
-    if protocol == "SSL":
-        settings["ssl"].update(cert=pki.client_cert.read_text(), key=pki.client_key.read_text())
-    if mechanism:
-        settings["sasl"] = {"mechanism": mechanism.lower(), "username": user,
-                            "password": password or USERS[user][1]}
-    path = folder / f"kafkajs-{protocol}.json"
-    path.write_text(json.dumps(settings))
-    return path
-
-
-def _platformatic_settings(folder: Path, protocol: str, pki, password: str | None = None
-                           ) -> Path:
-    mechanism, user = MODES[protocol]
-    settings: dict = {}
-    if protocol in ("SSL", "SASL_SSL"):
-        settings["tls"] = {"ca": [pki.ca_file.read_text()]}
-    if protocol == "SSL":
-        settings["tls"].update(cert=pki.client_cert.read_text(), key=pki.client_key.read_text())
-    if mechanism:
-        settings["sasl"] = {"mechanism": mechanism, "username": user,
-                            "password": password or USERS[user][1]}
-    path = folder / f"platformatic-{protocol}.json"
-    path.write_text(json.dumps(settings))
-    return path
+def _node_settings(tls_key: str, mechanism_name) -> object:
+    """kafkajs and @platformatic/kafka: node's TLS options under ``tls_key``, and ``sasl``."""
+    def build(folder: Path, protocol: str, pki, password: str | None = None) -> Path:
+        mechanism, user = MODES[protocol]
+        settings: dict = {}
+        if protocol in ("SSL", "SASL_SSL"):
+            settings[tls_key] = {"ca": [pki.ca_file.read_text()]}
+        if protocol == "SSL":
+            settings[tls_key].update(cert=pki.client_cert.read_text(),
+                                     key=pki.client_key.read_text())
+        if mechanism:
+            settings["sasl"] = {"mechanism": mechanism_name(mechanism), "username": user,
+                                "password": password or USERS[user][1]}
+        path = folder / f"node-{tls_key}-{protocol}.json"
+        path.write_text(json.dumps(settings))
+        return path
+    return build
 
 
 def _kcat_settings(folder: Path, protocol: str, pki, password: str | None = None) -> Path:
@@ -102,7 +90,8 @@ def _kcat_settings(folder: Path, protocol: str, pki, password: str | None = None
 
 
 SETTINGS = {"java-3.9": _java_settings, "java-4.3": _java_settings,
-            "kafkajs": _kafkajs_settings, "platformatic": _platformatic_settings,
+            "kafkajs": _node_settings("ssl", str.lower),
+            "platformatic": _node_settings("tls", str),
             "kcat": _kcat_settings}
 
 
