@@ -36,7 +36,9 @@ def test_prints_both_readers_the_ratio_and_the_latency() -> None:
     assert re.search(r"ratio source / consumer\s*│\s*\d+%.*target 50%: (NOT )?met", out)
     assert "CPU seconds during the last timed source read" in out
     # the executors' profile when py-spy (bench extra) is there and sampled them, else why not
-    assert re.search(r"Kafka client \(librdkafka.*│\s*\d+%", out) or \
+    # (which parts the samples fall in varies with the machine's load: any part with a share)
+    assert re.search(r"Python workers' samples in the profiled read \(py-spy\).*│\s*\d+%", out,
+                     re.DOTALL) or \
         " ".join(f"no profile of the Python workers: {NO_PROFILE}".split()) in \
         " ".join(out.split())  # the table wraps the sentence wherever the width says
     latency = re.search(r"median ms.*\n.*\n.*│\s*([\d,]+)\s*│\s*([\d,]+)\s*│\s*[\d,]+\s*│$", out,
