@@ -68,8 +68,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, broker: Broker, owner: ConnectionOwner, listener: ListenerSpec,
                  security: SecurityConfig, sasl: SaslSettings | None = None) -> None:
         self.broker = broker
-        self.listener = listener
-        self.security = security
+        self.security = security  # the listener's: its principal mapping rules
         self.session = ClientSession(listener, sasl)
         self.handlers = all_handlers()  # one shared dict
         self.owner = owner
@@ -90,7 +89,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.host, port = transport.get_extra_info("peername")[:2]
         self.peer = f"{self.host}:{port}"
         self.owner.opened(self)
-        log.debug("connection from %s on listener %s", self.peer, self.listener.name)
+        log.debug("connection from %s on listener %s", self.peer, self.session.listener.name)
         tls = transport.get_extra_info("ssl_object")
         if tls is not None and self.session.sasl is None:  # SSL: the certificate says who
             try:
@@ -180,10 +179,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return self._on_raw_token(view)
         try:
             api_key, version, correlation_id = peek_api(view)
-            refusal = self.session.refusal(api_key, time.monotonic())
+            refusal = self.session.refusal(api_key, self.last_active)  # the frame's arrival
             if refusal is not None:
                 self.owner.peer_log.warning(self.host, "%s (listener %s): %s; closing",
-                                            self.peer, self.listener.name, refusal)
+                                            self.peer, self.session.listener.name, refusal)
                 return False
             handler = self.handlers.get(api_key)
             if handler is None:

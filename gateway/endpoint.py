@@ -19,3 +19,8 @@ class Endpoint:
 
     def __str__(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def on_loopback(self) -> bool:
+        """Only this machine reaches it (a wildcard host is every interface)."""
+        return self.host in ("localhost", "::1") or self.host.startswith("127.")

@@ -20,8 +20,9 @@ class RequestContext:
     def allowed(self, operation: int, resource_type: int, name: str) -> bool:
         """Whether the client's principal may perform ``operation`` on the resource (always,
         with the authorizer off)."""
-        return self.broker.authorizer.allowed(self.session.principal, self.host, operation,
-                                              resource_type, name)
+        authorizer = self.broker.authorizer
+        return not authorizer.enabled or authorizer.allowed(
+            self.session.principal, self.host, operation, resource_type, name)
 
     def allowed_on_any(self, operation: int, resource_type: int) -> bool:
         return self.broker.authorizer.allowed_on_any(self.session.principal, self.host,

@@ -65,7 +65,6 @@ def _admin_listener(text: str) -> Endpoint | None:
 
 
 ADMIN_AUTHENTICATION = ("none", "basic", "bearer")
-LOOPBACK = ("localhost", "::1")
 
 
 def _admin_authentication(text: str) -> str:
@@ -408,8 +407,7 @@ def _check_admin(config: BrokerConfig, properties: dict[str, str]) -> None:
     config.admin_https = properties.get("admin.listeners", "").strip().lower().startswith(
         "https://")
     endpoint = config.admin_listener
-    if endpoint is None or "admin.authentication" in properties or \
-            endpoint.host in LOOPBACK or endpoint.host.startswith("127."):
+    if endpoint is None or "admin.authentication" in properties or endpoint.on_loopback:
         return
     raise ValueError(f"admin.listeners={properties.get('admin.listeners')} listens beyond "
                      f"loopback: set admin.authentication=basic (the SCRAM users) or bearer "

@@ -101,11 +101,14 @@ class AclStore:
     def __init__(self, directory: Path) -> None:
         self.path = directory / FILE_NAME
         self.bindings: set[AclBinding] = set()
+        self.by_type: dict[int, list[AclBinding]] = {}  # what an authorization walks
         if self.path.exists():
             self.bindings = {AclBinding(**b) for b in json.loads(self.path.read_text())["acls"]}
+            self._index()
 
     def add(self, acls: list[AclBinding]) -> None:
         self.bindings.update(acls)
+        self._index()
         self._save()
         log.info("ACLs created: %s", acls)
 
@@ -118,12 +121,18 @@ class AclStore:
         gone = {b for matched in removed for b in matched}
         if gone:
             self.bindings -= gone
+            self._index()
             self._save()
             log.info("ACLs deleted: %s", sorted(gone))
         return removed
 
     def covering(self, resource_type: int, name: str) -> list[AclBinding]:
-        return [b for b in self.bindings if b.covers(resource_type, name)]
+        return [b for b in self.by_type.get(resource_type, ()) if b.covers(resource_type, name)]
+
+    def _index(self) -> None:
+        self.by_type = {}
+        for binding in sorted(self.bindings):
+            self.by_type.setdefault(binding.resource_type, []).append(binding)
 
     def _save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

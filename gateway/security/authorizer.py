@@ -53,8 +53,8 @@ class Authorizer:
         authorizeByResourceType: an idempotent producer needs WRITE on some topic)."""
         if not self.enabled or principal in self.super_users:
             return True
-        mine = [a for a in self.store.bindings
-                if a.resource_type == resource_type and _applies(a, principal, host)]
+        mine = [a for a in self.store.by_type.get(resource_type, ())
+                if _applies(a, principal, host)]
         return any(a.permission == ALLOW and a.operation in (operation, ALL) for a in mine) and \
             not any(a.permission == DENY and a.operation in (operation, ALL) and
                     a.resource_name == WILDCARD for a in mine)

@@ -35,8 +35,7 @@ def prepare_admin(config: BrokerConfig) -> tuple[ssl.SSLContext | None, TokenVal
         if config.admin_https else None
     tokens = TokenValidator(config.security, "admin") \
         if config.admin_authentication == "bearer" else None
-    if config.admin_authentication == "none" and config.admin_listener.host not in (
-            "127.0.0.1", "localhost", "::1"):
+    if config.admin_authentication == "none" and not config.admin_listener.on_loopback:
         log.warning("the admin HTTP API on %s answers anyone (admin.authentication=none)",
                     config.admin_listener)
     return tls, tokens

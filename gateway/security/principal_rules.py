@@ -5,6 +5,7 @@ result), and ``DEFAULT`` (the name unchanged), tried in order; the first whose p
 the whole name wins. A name no rule matches is refused, as Kafka refuses it."""
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -28,6 +29,7 @@ class Rule:
             else mapped
 
 
+@functools.cache  # parsed once per text, not per client certificate
 def parse_rules(text: str) -> tuple[Rule, ...]:
     """The rules, in order; a ValueError names what is not a rule."""
     rules: list[Rule] = []
